@@ -1,0 +1,61 @@
+// results.hpp — the results file: one JSON object per measured case.
+//
+// {"schema": "flash-course-results/1", "stage": "02", "command": "...", "date": "...",
+//  "device": {...}, "results": [ {stage, variant, pass, device, ..., status, median_ms, ...}, ... ]}
+// The plot tool (docs/plots/plot_results.py) reads this format.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fa/problem.hpp"
+
+namespace fa {
+
+enum class Status { ok, oom, skipped, failed };
+const char* to_string(Status s);
+
+// Where the numbers were measured. CPU stages fill it from the host; GPU stages from the device.
+struct RunMetadata {
+  std::string device;          // "NVIDIA H100 80GB HBM3" or the CPU model
+  std::string cuda_runtime;    // "13.0" or "" on CPU stages
+  std::string cuda_driver;     // "13.0" or ""
+  std::string git_commit;      // at configure time
+  std::string date;            // UTC, ISO 8601
+  std::string command;         // as typed
+  std::map<std::string, std::string> extra;  // SMs, clocks, memory, ...
+};
+RunMetadata host_metadata(const std::string& command);  // CPU model name, date, commit
+
+struct ResultRow {
+  std::string stage;           // "02"
+  std::string variant;         // "online"
+  std::string pass = "fwd";    // "fwd" | "bwd"
+  Problem problem;
+  std::string dtype = "float32";
+  Status status = Status::ok;
+  std::string note;            // why skipped/oom/failed
+  double median_ms = 0.0, min_ms = 0.0, max_ms = 0.0;
+  int reps = 0;
+  double tflops = 0.0;         // FLOPs as the papers count them / median time
+  double gbps = 0.0;           // minimum bytes (Q, K, V read; O, LSE written) / median time
+  std::int64_t peak_bytes = 0;     // measured peak: everything the run allocated
+  std::int64_t extra_bytes = 0;    // measured peak beyond inputs and outputs
+  std::string reference;       // what it was verified against; empty if not verified
+  bool verified = false;       // a comparison ran
+  bool verification_ok = false;
+  std::string verification;    // "all rows" | "64 sampled rows"
+  double max_abs_error = 0.0, max_rel_error = 0.0, rel_error = 0.0;  // rel_error: relative Frobenius
+  std::map<std::string, double> split_ms;  // time per kernel, where a stage measures it
+  std::map<std::string, double> values;    // any other measured figure (e.g. skipped tiles)
+};
+
+void write_results_json(const std::string& path, const std::string& stage, const RunMetadata& meta,
+                        const std::vector<ResultRow>& rows);
+
+std::string json_escape(const std::string& s);
+
+}  // namespace fa

@@ -1,0 +1,104 @@
+#include "fa/random.hpp"
+
+#include <cmath>
+#include <numbers>
+
+namespace fa {
+
+std::uint64_t Rng::next_u64() {
+  // splitmix64 (Steele, Lea, Flood 2014): tiny, fast and statistically good enough for test data.
+  std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+
+double Rng::normal(double mean, double stddev) {
+  if (has_spare_) {
+    has_spare_ = false;
+    return mean + stddev * spare_;
+  }
+  double u1 = uniform(), u2 = uniform();
+  if (u1 < 1e-300) u1 = 1e-300;
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double theta = 2.0 * std::numbers::pi * u2;
+  spare_ = r * std::sin(theta);
+  has_spare_ = true;
+  return mean + stddev * r * std::cos(theta);
+}
+
+InputKind parse_input_kind(std::string_view name) {
+  if (name == "normal") return InputKind::normal;
+  if (name == "large-logits" || name == "large_logits") return InputKind::large_logits;
+  if (name == "ramp") return InputKind::ramp;
+  throw UsageError("--inputs must be normal, large-logits or ramp, got '" + std::string(name) + "'");
+}
+
+const char* to_string(InputKind kind) {
+  switch (kind) {
+    case InputKind::normal: return "normal";
+    case InputKind::large_logits: return "large-logits";
+    case InputKind::ramp: return "ramp";
+  }
+  return "?";
+}
+
+void fill_normal(HostTensor& t, Rng& rng, double mean, double stddev) {
+  for (float& x : t.values()) x = static_cast<float>(rng.normal(mean, stddev));
+}
+
+namespace {
+
+void fill_ramp(HostTensor& t, double row_slope, double col_slope, double offset) {
+  const Shape4 s = t.shape();
+  for (std::int64_t b = 0; b < s.b; ++b)
+    for (std::int64_t h = 0; h < s.h; ++h)
+      for (std::int64_t i = 0; i < s.n; ++i)
+        for (std::int64_t j = 0; j < s.d; ++j) {
+          // A sawtooth along N keeps values bounded for any length; D adds a column pattern.
+          const double row = static_cast<double>((i * 37 + (b * s.h + h) * 11) % 101) / 101.0;
+          const double col = static_cast<double>(j % 13) / 13.0;
+          t.at(b, h, i, j) = static_cast<float>(offset + row_slope * row + col_slope * col);
+        }
+}
+
+}  // namespace
+
+AttentionData make_inputs(const Problem& p, std::uint64_t seed, InputKind kind) {
+  AttentionData d{HostTensor(q_shape(p)), HostTensor(kv_shape(p)), HostTensor(kv_shape(p))};
+  Rng rng(seed);
+  switch (kind) {
+    case InputKind::normal:
+      fill_normal(d.q, rng, 0.5, 1.0);
+      fill_normal(d.k, rng, 0.5, 1.0);
+      fill_normal(d.v, rng, 0.5, 1.0);
+      break;
+    case InputKind::large_logits: {
+      // With q, k ~ N(mu, sigma) the scaled score q.k * scale has mean mu^2 * D * scale. Pick mu
+      // so that the mean is 120 and sigma so that scores spread over roughly 50..200.
+      const double scale = p.softmax_scale();
+      const double mu = std::sqrt(120.0 / (p.dim * scale));
+      fill_normal(d.q, rng, mu, 0.35 * mu);
+      fill_normal(d.k, rng, mu, 0.35 * mu);
+      fill_normal(d.v, rng, 0.5, 1.0);
+      break;
+    }
+    case InputKind::ramp:
+      fill_ramp(d.q, 2.0, 1.0, -0.5);
+      fill_ramp(d.k, 1.5, -1.0, 0.25);
+      fill_ramp(d.v, 3.0, 0.5, 0.1);
+      break;
+  }
+  return d;
+}
+
+HostTensor make_output_grad(const Problem& p, std::uint64_t seed) {
+  HostTensor g(q_shape(p));
+  Rng rng(seed ^ 0x5DEECE66Dull);
+  fill_normal(g, rng, 0.1, 1.0);
+  return g;
+}
+
+}  // namespace fa
