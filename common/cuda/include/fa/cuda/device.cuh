@@ -1,0 +1,30 @@
+// device.cuh — what GPU we are on, and a clean skip when there is none.
+#pragma once
+
+#include <string>
+
+#include "fa/results.hpp"
+
+namespace fa {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int sm_count = 0;
+  int compute_major = 0, compute_minor = 0;
+  long long total_memory = 0;       // bytes
+  long long l2_bytes = 0;
+  long long shared_per_block_optin = 0;
+  int sm_clock_khz = 0, memory_clock_khz = 0, memory_bus_bits = 0;
+  std::string runtime_version, driver_version;  // "13.0"
+};
+
+// Empty when a CUDA device is usable; otherwise the reason ("no CUDA device: ...").
+std::string cuda_skip_reason();
+bool cuda_device_available();
+
+DeviceInfo query_device(int index = 0);
+// RunMetadata for the results file: device name, versions, SMs, clocks, memory.
+RunMetadata device_metadata(const std::string& command);
+
+}  // namespace fa

@@ -1,0 +1,70 @@
+#include <chrono>
+#include <ctime>
+
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/device.cuh"
+
+namespace fa {
+
+namespace {
+
+std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+}  // namespace
+
+std::string cuda_skip_reason() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear it: nothing else will run
+    return std::string("no CUDA device (") + cudaGetErrorString(err) + ")";
+  }
+  if (count == 0) return "no CUDA device";
+  return "";
+}
+
+bool cuda_device_available() { return cuda_skip_reason().empty(); }
+
+DeviceInfo query_device(int index) {
+  DeviceInfo d;
+  d.index = index;
+  cudaDeviceProp prop{};
+  FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  d.name = prop.name;
+  d.sm_count = prop.multiProcessorCount;
+  d.compute_major = prop.major;
+  d.compute_minor = prop.minor;
+  d.total_memory = static_cast<long long>(prop.totalGlobalMem);
+  d.l2_bytes = prop.l2CacheSize;
+  d.shared_per_block_optin = static_cast<long long>(prop.sharedMemPerBlockOptin);
+  d.memory_bus_bits = prop.memoryBusWidth;
+  FA_CUDA_CHECK(cudaDeviceGetAttribute(&d.sm_clock_khz, cudaDevAttrClockRate, index));
+  FA_CUDA_CHECK(cudaDeviceGetAttribute(&d.memory_clock_khz, cudaDevAttrMemoryClockRate, index));
+  int runtime = 0, driver = 0;
+  FA_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  FA_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  d.runtime_version = version_string(runtime);
+  d.driver_version = version_string(driver);
+  return d;
+}
+
+RunMetadata device_metadata(const std::string& command) {
+  RunMetadata m = host_metadata(command);
+  const std::string host_cpu = m.device;
+  if (!cuda_device_available()) return m;
+  const DeviceInfo d = query_device(0);
+  m.device = d.name;
+  m.cuda_runtime = d.runtime_version;
+  m.cuda_driver = d.driver_version;
+  m.extra["sm_count"] = std::to_string(d.sm_count);
+  m.extra["compute_capability"] = std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor);
+  m.extra["memory_bytes"] = std::to_string(d.total_memory);
+  m.extra["l2_bytes"] = std::to_string(d.l2_bytes);
+  m.extra["sm_clock_mhz"] = std::to_string(d.sm_clock_khz / 1000);
+  m.extra["memory_clock_mhz"] = std::to_string(d.memory_clock_khz / 1000);
+  m.extra["memory_bus_bits"] = std::to_string(d.memory_bus_bits);
+  m.extra["host_cpu"] = host_cpu;
+  return m;
+}
+
+}  // namespace fa
