@@ -64,17 +64,26 @@ function(fa_add_doctest)
   set_tests_properties(${T_NAME} PROPERTIES LABELS "${labels}")
 endfunction()
 
-# fa_add_cli_test(NAME name EXPECT code COMMAND exe args... [JSON file] [GPU])
+# fa_add_cli_test(NAME name EXPECT code COMMAND exe args... [JSON file] [STAGE id] [MODE mode]
+#                 [NPY_SHAPE B,H,NQ,NK,D] [GPU])
 # Runs an executable through tools/run_and_check.py: checks its exit code, that an error is one
-# line on stderr, and (with JSON) that the results file is well formed.
+# line on stderr, and (with JSON) that the results file is well formed. MODE (see the script's
+# --help): run (default); npy-roundtrip (writes q/k/v .npy, runs with --load/--save and checks
+# o.npy and lse.npy against a float64 attention in Python); bad-npy (--load of a malformed file).
 function(fa_add_cli_test)
-  cmake_parse_arguments(T "GPU" "NAME;EXPECT;JSON;STAGE" "COMMAND" ${ARGN})
+  cmake_parse_arguments(T "GPU" "NAME;EXPECT;JSON;STAGE;MODE;NPY_SHAPE" "COMMAND" ${ARGN})
   set(args --expect ${T_EXPECT})
   if(T_JSON)
     list(APPEND args --json ${T_JSON})
   endif()
   if(T_STAGE)
     list(APPEND args --stage ${T_STAGE})
+  endif()
+  if(T_MODE)
+    list(APPEND args --mode ${T_MODE})
+  endif()
+  if(T_NPY_SHAPE)
+    list(APPEND args --npy-shape ${T_NPY_SHAPE})
   endif()
   add_test(NAME ${T_NAME}
            COMMAND ${FA_PYTHON} ${PROJECT_SOURCE_DIR}/tools/run_and_check.py ${args} -- ${T_COMMAND})
@@ -83,4 +92,100 @@ function(fa_add_cli_test)
   else()
     set_tests_properties(${T_NAME} PROPERTIES LABELS "cpu;cli")
   endif()
+endfunction()
+
+# fa_add_stage_cli_tests(exe STAGE id [GPU] [RUN_ARGS args...] [NPY_SHAPE B,H,NQ,NK,D])
+# The command-line tests that every stage executable gets: a short verified run with --json, an
+# unknown flag (exit 2, one line), --load of a malformed .npy (exit 2, one line), a causal
+# --load/--save round trip checked against attention computed in Python, and --help.
+# RUN_ARGS replaces the short run's arguments; NPY_SHAPE the round trip's shape (default
+# 1,2,6,4,8: Nq > Nk, so that the first causal rows see no key).
+function(fa_add_stage_cli_tests exe)
+  cmake_parse_arguments(T "GPU" "STAGE;NPY_SHAPE" "RUN_ARGS" ${ARGN})
+  if(NOT T_RUN_ARGS)
+    set(T_RUN_ARGS --sweep 1,77,130 --heads 2 --reps 1 --warmup 0)
+  endif()
+  set(gpu)
+  if(T_GPU)
+    set(gpu GPU)
+  endif()
+  set(json ${CMAKE_CURRENT_BINARY_DIR}/${exe}_cli.json)
+  fa_add_cli_test(NAME ${exe}_cli_json EXPECT 0 JSON ${json} STAGE ${T_STAGE} ${gpu}
+                  COMMAND $<TARGET_FILE:${exe}> ${T_RUN_ARGS} --json ${json})
+  fa_add_cli_test(NAME ${exe}_cli_bogus EXPECT 2 ${gpu} COMMAND $<TARGET_FILE:${exe}> --bogus)
+  fa_add_cli_test(NAME ${exe}_cli_bad_npy EXPECT 2 MODE bad-npy ${gpu} COMMAND $<TARGET_FILE:${exe}>)
+  set(shape)
+  if(T_NPY_SHAPE)
+    set(shape NPY_SHAPE ${T_NPY_SHAPE})
+  endif()
+  fa_add_cli_test(NAME ${exe}_cli_npy_roundtrip EXPECT 0 MODE npy-roundtrip STAGE ${T_STAGE} ${shape} ${gpu}
+                  COMMAND $<TARGET_FILE:${exe}> --causal)
+  fa_add_cli_test(NAME ${exe}_cli_help EXPECT 0 ${gpu} COMMAND $<TARGET_FILE:${exe}> --help)
+endfunction()
+
+# fa_add_exercise(ID exNN NAME target SOURCES files... [LIBS libs...] [GPU])
+# One exercise, called from exercises/NN_name/CMakeLists.txt and from its identical twin
+# solutions/NN_name/CMakeLists.txt; the folder says which of the two it builds:
+#   exercises/  the starter `target`, and `check_exNN`, the learner's one command: it builds the
+#               starter and runs its checks (they fail, naming the first TODO, until it is done).
+#               Not a CTest test: a starter fails by design; tools/course_check.py proves it does.
+#   solutions/  `target_solution`, registered in CTest (labels exercise;cpu or exercise;gpu), and
+#               `check_exNN_solution`.
+# Both link the same checks (doctest) through fa_doctest_main, or fa_cuda_doctest_main with GPU
+# (whose main exits 77 without a device: CTest reports the test skipped). Each call also writes
+# <build>/course/<target>.<role>.json, which tells tools/course_check.py what to run, and adds the
+# target to the global property FA_EXERCISE_TARGETS.
+function(fa_add_exercise)
+  cmake_parse_arguments(E "GPU" "ID;NAME" "SOURCES;LIBS" ${ARGN})
+  file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  if(folder MATCHES "^exercises/")
+    set(role starter)
+    set(target ${E_NAME})
+    set(check check_${E_ID})
+  elseif(folder MATCHES "^solutions/")
+    set(role solution)
+    set(target ${E_NAME}_solution)
+    set(check check_${E_ID}_solution)
+  else()
+    message(FATAL_ERROR "fa_add_exercise(${E_NAME}): call it from exercises/NN_name or solutions/NN_name, not ${folder}")
+  endif()
+  if(E_GPU)
+    if(NOT TARGET fa_cuda_doctest_main)
+      message(FATAL_ERROR "fa_add_exercise(${E_NAME} GPU): fa_cuda_doctest_main is not defined (common/cuda; build the GPU exercises only when FA_HAVE_CUDA)")
+    endif()
+    set(main fa_cuda_doctest_main)
+    set(device gpu)
+  else()
+    set(main fa_doctest_main)
+    set(device cpu)
+  endif()
+
+  add_executable(${target} ${E_SOURCES})
+  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${target} PRIVATE ${E_LIBS} ${main})
+  fa_warnings(${target})
+  if(role STREQUAL "starter")
+    # A hole (FA_TODO) leaves parameters and locals unused until the learner fills it in.
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CXX>:-Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable>
+      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wno-unused-parameter,-Wno-unused-variable,-Wno-unused-but-set-variable>)
+  else()
+    add_test(NAME ${target} COMMAND ${target})
+    set_tests_properties(${target} PROPERTIES LABELS "exercise;${device}")
+    if(E_GPU)
+      set_tests_properties(${target} PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK gpu)
+    endif()
+  endif()
+  set_property(GLOBAL APPEND PROPERTY FA_EXERCISE_TARGETS ${target})
+  add_custom_target(${check} COMMAND ${target} USES_TERMINAL
+                    COMMENT "${E_ID}: the checks of ${folder} (${role})")
+  add_dependencies(${check} ${target})
+
+  set(gpu_json false)
+  if(E_GPU)
+    set(gpu_json true)
+  endif()
+  file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/course/${target}.${role}.json CONTENT
+"{\"id\": \"${E_ID}\", \"role\": \"${role}\", \"target\": \"${target}\", \"folder\": \"${folder}\", \"gpu\": ${gpu_json}, \"exe\": \"$<TARGET_FILE:${target}>\"}
+")
 endfunction()

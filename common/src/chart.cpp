@@ -50,7 +50,9 @@ double growth_exponent(const Series& s) {
     if (p.first > 0 && p.second > 0) pts.push_back(p);
   if (pts.size() < 2) return NAN;
   std::sort(pts.begin(), pts.end());
-  const auto& a = pts.front();
+  // The slope between the two largest sizes: how it grows where N is large, after fixed costs
+  // (a tile, a buffer) stop mattering.
+  const auto& a = pts[pts.size() - 2];
   const auto& b = pts.back();
   if (a.first == b.first) return NAN;
   return std::log(b.second / a.second) / std::log(b.first / a.first);
@@ -97,7 +99,7 @@ void print_chart(std::ostream& os, const std::string& title, ChartUnit unit,
     const double e = growth_exponent(s);
     if (std::isfinite(e)) {
       char buf[64];
-      std::snprintf(buf, sizeof buf, "grows as N^%.2f", e);
+      std::snprintf(buf, sizeof buf, "grows as N^%.2f at the largest N", e);
       os << "  " << s.label << std::string(label_w - s.label.size(), ' ') << "  " << buf << "\n";
     }
   }

@@ -1,7 +1,7 @@
 // chart.hpp — a terminal table and a terminal chart.
 //
 // The chart puts one bar per series at each N, on a log scale (memory and time span decades),
-// and ends with each series' measured growth exponent: memory that grows as N^2 reads "x N^2.0".
+// and ends with each series' measured growth exponent: memory that grows as N² reads "N^2.00".
 #pragma once
 
 #include <ostream>
@@ -26,7 +26,7 @@ enum class ChartUnit { bytes, milliseconds, tflops };
 void print_chart(std::ostream& os, const std::string& title, ChartUnit unit,
                  const std::vector<Series>& series, int width = 48);
 
-// Slope of log(value) against log(N) between the first and last points (the growth exponent).
+// Slope of log(value) against log(N) between the two largest N (the growth exponent there).
 double growth_exponent(const Series& s);
 
 std::string format_value(double v, ChartUnit unit);

@@ -1,0 +1,88 @@
+// Exercise 01 — attention as written in the paper, with Eigen: the code of stage 01.
+//
+// Fill in the three holes of attention_head() below, in order. Each hole sits between the markers
+// `// >>> ex01:TAG` and `// <<< ex01:TAG` and holds an FA_TODO that says what to write: replace
+// the FA_TODO line with your code and leave the markers where they are (the course check reads
+// them). For each head, with the softmax scale τ = p.softmax_scale():
+//
+//   ex01:scores   S = τ · Q Kᵀ                                                       [Nq, Nk]
+//   ex01:softmax  row by row, over the keys j < p.keys_visible(i) that row i sees:
+//                 m_i = max_j S_ij,  l_i = Σ_j exp(S_ij − m_i),  P_ij = exp(S_ij − m_i) / l_i,
+//                 P_ij = 0 for the keys it does not see,  LSE_i = m_i + log l_i;
+//                 a row that sees no key: P_i = 0 and LSE_i = −inf (never NaN)
+//   ex01:output   O = P V                                                            [Nq, D]
+//
+// Check your work: this builds this file with checks.cpp and runs the checks, in the order of the
+// holes; a failure names the TODO it stopped at, or the values that are wrong:
+//   cmake --build build --target check_ex01
+//
+// Eigen, in one line each: S.row(i).head(n) is the first n entries of row i (and .tail(n) the
+// last n); .maxCoeff() and .sum() reduce; .array() - x and .exp() work element by element;
+// A.noalias() = B * C.transpose() writes a product straight into A, without a temporary.
+// The chapter is docs/01_cpu_attention.md; the answer is in solutions/01_cpu_attention/.
+#include "attention_exercise.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "fa/exercise.hpp"
+
+namespace fa::ex01 {
+
+namespace {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+}  // namespace
+
+void attention_head(const Problem& p, ConstMapRM Q, ConstMapRM K, ConstMapRM V, MapRM S, MapRM P,
+                    MapRM O, float* lse) {
+  const std::int64_t Nq = p.seq_q, Nk = p.seq_k;
+  // >>> ex01:scores
+  // noalias(): S overlaps neither Q nor K, so Eigen may write the product straight into S
+  // instead of into a hidden [Nq, Nk] temporary that the meter could not see.
+  S.noalias() = p.softmax_scale() * (Q * K.transpose());
+  // <<< ex01:scores
+
+  // >>> ex01:softmax
+  for (std::int64_t i = 0; i < Nq; ++i) {
+    // Row i sees keys 0 .. visible-1; the masked keys get probability 0.
+    const std::int64_t visible = p.keys_visible(i);
+    auto s = S.row(i);
+    auto prob = P.row(i);
+    if (visible == 0) {  // nothing to attend to: O_i = 0 (from P_i = 0) and LSE_i = −inf, not NaN
+      prob.setZero();
+      lse[i] = -kInf;
+      continue;
+    }
+    const float m = s.head(visible).maxCoeff();
+    prob.head(visible) = (s.head(visible).array() - m).exp();  // every exponent ≤ 0: no overflow
+    prob.tail(Nk - visible).setZero();
+    const float l = prob.head(visible).sum();  // ≥ 1: the max element contributes exp(0)
+    prob.head(visible) /= l;
+    lse[i] = m + std::log(l);
+  }
+  // <<< ex01:softmax
+
+  // >>> ex01:output
+  O.noalias() = P * V;
+  // <<< ex01:output
+}
+
+// Given: the workspace S and P for one head, allocated on the meter (which measures them) and
+// reused by every head, and the loop over the heads.
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                       MemoryMeter& workspace) {
+  const std::int64_t Nq = p.seq_q, Nk = p.seq_k, D = p.dim;
+  HostBuffer<float> s_buf(workspace, static_cast<std::size_t>(Nq * Nk));
+  HostBuffer<float> p_buf(workspace, static_cast<std::size_t>(Nq * Nk));
+  MapRM S(s_buf.data(), Nq, Nk), P(p_buf.data(), Nq, Nk);
+  for (std::int64_t bh = 0; bh < p.heads_total(); ++bh) {  // (b, h) flattened: heads are independent
+    const ConstMapRM Q(in.q + bh * Nq * D, Nq, D);
+    const ConstMapRM K(in.k + bh * Nk * D, Nk, D);
+    const ConstMapRM V(in.v + bh * Nk * D, Nk, D);
+    MapRM O(out.o + bh * Nq * D, Nq, D);
+    attention_head(p, Q, K, V, S, P, O, out.lse + bh * Nq);
+  }
+}
+
+}  // namespace fa::ex01

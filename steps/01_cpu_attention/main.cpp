@@ -1,0 +1,43 @@
+// step01_cpu_attention — runs stage 01 over a short sweep, verifies it against a float64 loop,
+// and charts its memory and time. Everything but the stage's own description lives in
+// fa::run_stage (common/src/stage.cpp), which every stage shares.
+//
+//   build/steps/01_cpu_attention/step01_cpu_attention                     the default sweep
+//   build/steps/01_cpu_attention/step01_cpu_attention --seq 77 --causal   one awkward size
+#include <algorithm>
+
+#include "attention.hpp"
+#include "fa/reference.hpp"
+#include "fa/stage.hpp"
+
+namespace {
+
+// The float64 triple loop of fa/reference.hpp, rounded to float32 outputs for the comparison.
+void float64_loop(const fa::Problem& p, const fa::AttentionData& in, fa::AttentionResult& out) {
+  const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
+  auto to_float = [](double x) { return static_cast<float>(x); };
+  std::transform(ref.o.begin(), ref.o.end(), out.o.values().begin(), to_float);
+  std::transform(ref.lse.begin(), ref.lse.end(), out.lse.values().begin(), to_float);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fa::StageDefinition def;
+  def.id = "01";
+  def.cli.program = "step01_cpu_attention";
+  def.cli.summary = "attention as written in the paper: S and P materialized, with Eigen (CPU)";
+  def.cli.defaults.batch = 1;
+  def.cli.defaults.heads = 4;
+  def.cli.defaults.dim = 64;
+  def.cli.default_sweep = {256, 512, 1024, 2048};
+  def.cli.notes =
+      "memory: S and P take 2*Nq*Nk*4 bytes, measured; --seq 16k needs 2 GiB of them.\n"
+      "verification: all rows against a float64 loop while the problem is small, sampled rows beyond.";
+  def.variants = {fa::host_variant("01", "eigen", /*ours=*/true, fa::step01::attention_forward)};
+  // The float64 loop is about 20x slower than Eigen: it checks every row up to N = 512 at the
+  // default B=1 H=4 D=64, and 48 sampled rows (plus the edge rows) beyond.
+  def.reference = {"float64 loop", float64_loop, fa::kFloat32Tol};
+  def.max_full_reference_flops = 3e8;
+  return fa::run_stage(argc, argv, def);
+}

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Runs a stage executable and checks what it promises on the command line.
+
+    run_and_check.py --expect CODE [--json FILE] [--stage ID] [--mode MODE] -- command [args...]
+
+Every mode checks the exit code (CODE), and when CODE is 2 (bad usage or input) that stderr is
+exactly one line. A command that exits 77 (skipped: no CUDA device) makes this script exit 77
+too, so that CTest reports the test skipped, not passed.
+
+Modes:
+  run            run the command as given. With --json FILE: the results file it writes must
+                 parse and hold the fields of the course design; with --stage ID, every row of
+                 stage ID must have status ok and a verification that ran and passed.
+  npy-roundtrip  write q.npy (float32), k.npy (float16) and v.npy (float32) into a temporary
+                 folder, run the command with --load DIR --save DIR2 --json FILE, and check o.npy
+                 and lse.npy against a float64 attention computed here (--causal and --scale in
+                 the command are honoured). Shape: --npy-shape B,H,NQ,NK,D (default 1,2,6,4,8:
+                 with --causal, the first two query rows see no key).
+  bad-npy        write a k.npy whose data is cut short, run the command with --load DIR, and
+                 expect exit 2 with one line on stderr that names k.npy.
+
+Standard library only: it runs under whatever python3 CI has, without NumPy.
+"""
+import argparse
+import ast
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+TIMEOUT_S = 600
+LAST = []  # the last command run, for its output when a check fails
+
+# The fields that the course design lists for each row of a results file.
+ROW_FIELDS = [
+    "stage", "variant", "pass", "device", "cuda_runtime", "cuda_driver", "git_commit", "batch",
+    "heads", "seq_q", "seq_k", "dim", "dtype", "causal", "status", "median_ms", "tflops", "gbps",
+    "peak_bytes", "extra_bytes", "reference", "verified", "verification_ok", "max_abs_error",
+    "max_rel_error", "rel_error",
+]
+TOP_FIELDS = ["schema", "stage", "command", "date", "git_commit", "device", "results"]
+STATUSES = {"ok", "oom", "skipped", "failed"}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+# ---- .npy files with the struct module -------------------------------------------------------
+
+def write_npy(path, shape, values, dtype="<f4"):
+    shape_text = ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "")
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (dtype, shape_text)
+    pad = (64 - (10 + len(header) + 1) % 64) % 64  # the data starts on a 64-byte boundary
+    header = header + " " * pad + "\n"
+    code = {"<f4": "f", "<f2": "e"}[dtype]
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(struct.pack("<%d%s" % (len(values), code), *values))
+
+
+def read_npy(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:6] != b"\x93NUMPY":
+        raise CheckFailed("%s: not a .npy file" % path)
+    if data[6] == 1:
+        (hlen,), start = struct.unpack("<H", data[8:10]), 10
+    else:
+        (hlen,), start = struct.unpack("<I", data[8:12]), 12
+    header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
+    if header["descr"] != "<f4" or header["fortran_order"]:
+        raise CheckFailed("%s: expected little-endian float32 in C order, got %r" % (path, header))
+    shape = tuple(header["shape"])
+    count = 1
+    for n in shape:
+        count *= n
+    body = data[start + hlen:]
+    if len(body) != 4 * count:
+        raise CheckFailed("%s: %d data bytes for shape %s" % (path, len(body), shape))
+    return shape, list(struct.unpack("<%df" % count, body))
+
+
+def round_trip(values, dtype):
+    """The values as the file stores them (float16 or float32), read back as Python floats."""
+    code = {"<f4": "f", "<f2": "e"}[dtype]
+    return list(struct.unpack("<%d%s" % (len(values), code), struct.pack("<%d%s" % (len(values), code), *values)))
+
+
+def attention_f64(q, k, v, b, h, nq, nk, d, causal, scale):
+    """O [B,H,NQ,D] and LSE [B,H,NQ] in float64, from the definition."""
+    o, lse = [0.0] * (b * h * nq * d), [0.0] * (b * h * nq)
+    for bh in range(b * h):
+        for i in range(nq):
+            visible = min(max(i + (nk - nq) + 1, 0), nk) if causal else nk
+            row = bh * nq + i
+            if visible == 0:
+                lse[row] = -math.inf
+                continue
+            s = [scale * sum(q[row * d + c] * k[(bh * nk + j) * d + c] for c in range(d)) for j in range(visible)]
+            m = max(s)
+            l = sum(math.exp(x - m) for x in s)
+            lse[row] = m + math.log(l)
+            for j in range(visible):
+                p = math.exp(s[j] - lse[row])
+                for c in range(d):
+                    o[row * d + c] += p * v[(bh * nk + j) * d + c]
+    return o, lse
+
+
+def compare(name, got, want, tol=1e-5):
+    """NaN-safe: an element is good iff equal (so -inf matches -inf) or within atol + rtol*|want|."""
+    if len(got) != len(want):
+        raise CheckFailed("%s: %d values, expected %d" % (name, len(got), len(want)))
+    bad = [i for i, (g, w) in enumerate(zip(got, want))
+           if not (g == w or (math.isfinite(w) and abs(g - w) <= tol + tol * abs(w)))]
+    if bad:
+        i = bad[0]
+        raise CheckFailed("%s: %d of %d values differ from the float64 attention; first at [%d]: got %r, want %r"
+                          % (name, len(bad), len(got), i, got[i], want[i]))
+
+
+# ---- checks -----------------------------------------------------------------------------------
+
+def run(command):
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+        LAST[:] = [proc]
+        return proc
+    except FileNotFoundError:
+        raise CheckFailed("cannot run %s: not found" % command[0])
+    except subprocess.TimeoutExpired:
+        raise CheckFailed("%s did not finish within %d s" % (command[0], TIMEOUT_S))
+
+
+def check_exit(proc, expect):
+    if proc.returncode != expect:
+        raise CheckFailed("exit code %d, expected %d" % (proc.returncode, expect))
+    if expect == 2:
+        lines = proc.stderr.splitlines()
+        if len(lines) != 1 or not lines[0].strip():
+            raise CheckFailed("an error must be exactly one line on stderr, got %d:\n%s" % (len(lines), proc.stderr))
+        print("error line: " + lines[0])
+
+
+def check_json(path, stage):
+    if not os.path.isfile(path):
+        raise CheckFailed("%s: the results file was not written" % path)
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except ValueError as e:
+        raise CheckFailed("%s: not valid JSON: %s" % (path, e))
+    missing = [k for k in TOP_FIELDS if k not in doc]
+    if missing:
+        raise CheckFailed("%s: missing top-level fields %s" % (path, missing))
+    rows = doc["results"]
+    if not isinstance(rows, list) or not rows:
+        raise CheckFailed("%s: 'results' is empty" % path)
+    if stage is not None and doc["stage"] != stage:
+        raise CheckFailed("%s: stage %r, expected %r" % (path, doc["stage"], stage))
+    ours = 0
+    for n, row in enumerate(rows):
+        where = "%s: results[%d] (%s %s)" % (path, n, row.get("stage"), row.get("variant"))
+        missing = [k for k in ROW_FIELDS if k not in row]
+        if missing:
+            raise CheckFailed("%s: missing fields %s" % (where, missing))
+        if row["status"] not in STATUSES:
+            raise CheckFailed("%s: status %r is not one of %s" % (where, row["status"], sorted(STATUSES)))
+        if stage is None or row["stage"] != stage:
+            continue
+        ours += 1
+        if row["status"] != "ok":
+            raise CheckFailed("%s: status %r (%s), expected ok" % (where, row["status"], row.get("note", "")))
+        if row["verified"] is not True or row["verification_ok"] is not True:
+            raise CheckFailed("%s: verified %r, verification_ok %r; expected both true"
+                              % (where, row["verified"], row["verification_ok"]))
+        for key in ("median_ms", "max_abs_error", "max_rel_error", "rel_error"):
+            if not isinstance(row[key], (int, float)) or not math.isfinite(row[key]) or row[key] < 0:
+                raise CheckFailed("%s: %s = %r is not a finite non-negative number" % (where, key, row[key]))
+        if not (0 <= row["extra_bytes"] <= row["peak_bytes"]):
+            raise CheckFailed("%s: extra_bytes %r and peak_bytes %r disagree" % (where, row["extra_bytes"], row["peak_bytes"]))
+    if stage is not None and ours == 0:
+        raise CheckFailed("%s: no result row of stage %s" % (path, stage))
+    print("%s: %d result rows, well formed%s" % (path, len(rows), ", stage %s verified" % stage if stage else ""))
+
+
+def flag_value(command, flag):
+    for i, arg in enumerate(command):
+        if arg == flag and i + 1 < len(command):
+            return command[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def npy_roundtrip(command, expect, stage, shape):
+    b, h, nq, nk, d = shape
+    causal = "--causal" in command
+    scale = float(flag_value(command, "--scale") or 1.0 / math.sqrt(d))
+    # Non-zero means and distinct values, so that a transposed or shifted layout cannot pass.
+    q = round_trip([0.3 + 0.5 * math.sin(0.7 * n) for n in range(b * h * nq * d)], "<f4")
+    k = round_trip([0.2 + 0.5 * math.cos(0.3 * n + 1.0) for n in range(b * h * nk * d)], "<f2")
+    v = round_trip([0.5 + math.sin(0.11 * n * n + 0.5) for n in range(b * h * nk * d)], "<f4")
+    with tempfile.TemporaryDirectory(prefix="fa_npy_") as tmp:
+        src, dst = os.path.join(tmp, "in"), os.path.join(tmp, "out")
+        os.mkdir(src)
+        write_npy(os.path.join(src, "q.npy"), (b, h, nq, d), q)
+        write_npy(os.path.join(src, "k.npy"), (b, h, nk, d), k, "<f2")
+        write_npy(os.path.join(src, "v.npy"), (b, h, nk, d), v)
+        results = os.path.join(tmp, "results.json")
+        proc = run(command + ["--load", src, "--save", dst, "--json", results])
+        if proc.returncode == 77 and expect != 77:
+            return proc
+        check_exit(proc, expect)
+        o_shape, o = read_npy(os.path.join(dst, "o.npy"))
+        lse_shape, lse = read_npy(os.path.join(dst, "lse.npy"))
+        if o_shape != (b, h, nq, d) or lse_shape != (b, h, nq):
+            raise CheckFailed("o.npy %s and lse.npy %s, expected %s and %s"
+                              % (o_shape, lse_shape, (b, h, nq, d), (b, h, nq)))
+        want_o, want_lse = attention_f64(q, k, v, b, h, nq, nk, d, causal, scale)
+        compare("o.npy", o, want_o)
+        compare("lse.npy", lse, want_lse)
+        print("o.npy and lse.npy %s match a float64 attention computed in Python (%s)"
+              % ((b, h, nq, nk, d), "causal" if causal else "not causal"))
+        check_json(results, stage)
+    return proc
+
+
+def bad_npy(command, expect):
+    with tempfile.TemporaryDirectory(prefix="fa_badnpy_") as tmp:
+        shape = (1, 1, 4, 8)
+        write_npy(os.path.join(tmp, "q.npy"), shape, [0.5] * 32)
+        write_npy(os.path.join(tmp, "v.npy"), shape, [0.5] * 32)
+        write_npy(os.path.join(tmp, "k.npy"), shape, [0.5] * 32)
+        with open(os.path.join(tmp, "k.npy"), "r+b") as f:  # cut the data short
+            f.truncate(os.path.getsize(os.path.join(tmp, "k.npy")) - 10)
+        proc = run(command + ["--load", tmp])
+        if proc.returncode == 77 and expect != 77:
+            return proc
+        check_exit(proc, expect)
+        if expect == 2 and "k.npy" not in proc.stderr:
+            raise CheckFailed("the error line does not name the malformed file k.npy: " + proc.stderr.strip())
+    return proc
+
+
+def print_output(proc):
+    for name, text in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+        if text.strip():
+            tail = text.splitlines()[-40:]
+            print("---- %s of the command (last %d lines)\n%s" % (name, len(tail), "\n".join(tail)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     usage="%(prog)s --expect CODE [--json FILE] [--stage ID] [--mode MODE] -- command...")
+    parser.add_argument("--expect", type=int, required=True, help="the exit code the command must return")
+    parser.add_argument("--json", help="the results file the command writes (checked after the run)")
+    parser.add_argument("--stage", help="the stage id whose result rows must be ok and verified")
+    parser.add_argument("--mode", choices=["run", "npy-roundtrip", "bad-npy"], default="run")
+    parser.add_argument("--npy-shape", default="1,2,6,4,8", help="B,H,NQ,NK,D of the npy-roundtrip inputs")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given after --")
+    print("command: " + " ".join(command))
+    proc = None
+    try:
+        if args.mode == "run":
+            if args.json and os.path.exists(args.json):
+                os.remove(args.json)  # a file left by an earlier run must not pass for this one
+            proc = run(command)
+            if not (proc.returncode == 77 and args.expect != 77):
+                check_exit(proc, args.expect)
+                if args.json:
+                    check_json(args.json, args.stage)
+        elif args.mode == "npy-roundtrip":
+            shape = [int(x) for x in args.npy_shape.split(",")]
+            if len(shape) != 5:
+                parser.error("--npy-shape takes B,H,NQ,NK,D")
+            proc = npy_roundtrip(command, args.expect, args.stage, shape)
+        else:
+            proc = bad_npy(command, args.expect)
+    except CheckFailed as e:
+        if LAST:
+            print_output(LAST[0])
+        print("FAIL: " + str(e))
+        return 1
+    if proc.returncode == 77 and args.expect != 77:
+        print("skipped: the command exited 77 (%s)" % (proc.stdout.strip().splitlines() or ["no reason given"])[-1])
+        return 77
+    print("PASS: exit %d as expected" % proc.returncode)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
