@@ -44,20 +44,23 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
-RunMetadata host_metadata(const std::string& command) {
-  RunMetadata m;
-  m.command = command;
-  m.git_commit = FA_GIT_COMMIT;
+std::string host_device_name() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
   while (std::getline(cpuinfo, line)) {
     if (line.rfind("model name", 0) == 0) {
       const auto colon = line.find(':');
-      if (colon != std::string::npos) m.device = line.substr(line.find_first_not_of(' ', colon + 1));
-      break;
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
     }
   }
-  if (m.device.empty()) m.device = "host CPU";
+  return "host CPU";
+}
+
+RunMetadata host_metadata(const std::string& command) {
+  RunMetadata m;
+  m.command = command;
+  m.git_commit = FA_GIT_COMMIT;
+  m.device = host_device_name();
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -90,7 +93,7 @@ void write_results_json(const std::string& path, const std::string& stage, const
     const ResultRow& r = rows[i];
     const Problem& p = r.problem;
     j << (i ? "," : "") << "\n    {\"stage\": " << str(r.stage) << ", \"variant\": " << str(r.variant)
-      << ", \"pass\": " << str(r.pass) << ", \"device\": " << str(meta.device)
+      << ", \"pass\": " << str(r.pass) << ", \"device\": " << str(r.device.empty() ? meta.device : r.device)
       << ", \"cuda_runtime\": " << str(meta.cuda_runtime) << ", \"cuda_driver\": " << str(meta.cuda_driver)
       << ", \"git_commit\": " << str(meta.git_commit)
       << ", \"batch\": " << p.batch << ", \"heads\": " << p.heads << ", \"seq_q\": " << p.seq_q

@@ -36,6 +36,7 @@ Variant host_variant(std::string stage, std::string name, bool ours, HostForward
   v.name = std::move(name);
   v.ours = ours;
   v.max_seq = max_seq;
+  v.on_host = true;
   v.run = [fn](const Problem& p, const AttentionData& in, AttentionResult& out, const RunConfig& cfg) {
     Measurement m;
     MemoryMeter workspace(cfg.mem_limit_bytes);
@@ -247,6 +248,7 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
       r.variant = v.name;
       r.problem = p;
       r.dtype = opt.dtype;
+      if (v.on_host && !meta.cuda_runtime.empty()) r.device = host_device_name();
       if (v.max_seq > 0 && std::max(p.seq_q, p.seq_k) > v.max_seq) {
         r.status = Status::skipped;
         r.note = "longer than this variant's sweep limit N=" + std::to_string(v.max_seq);

@@ -2,6 +2,7 @@
 """plot_results.py — turn the stages' results files into the course's figures.
 
     plot_results.py RESULTS.json [MORE.json | DIR ...] --out DIR [--prefix NAME]
+    plot_results.py RESULTS.json [MORE.json | DIR ...] --list      (a Markdown table of the files)
 
 A DIR argument stands for every *.json file in it (this is what `cmake --build build --target
 plots` passes: the folder the tour writes its results into). Four PNG figures come out, and the
@@ -38,6 +39,7 @@ SCHEMA = "flash-course-results/1"
 ANCHORS_SCHEMA = "flash-course-anchors/1"
 STATUSES = ("ok", "oom", "skipped", "failed")
 PROG = "plot_results.py"
+MAX_PANEL_LEGEND = 7  # more lines than this in a panel: one legend for the figure, at its right
 
 # Every row must carry these; the C++ writer (common/src/results.cpp) always does.
 REQUIRED = {
@@ -81,8 +83,11 @@ def expand_inputs(args: list[str]) -> list[Path]:
             files.append(p)
         elif p.exists():
             raise BadInput(f"{a}: not a regular file")
+        elif a.endswith(".json"):
+            raise BadInput(f"{a}: no such file")
         else:
-            raise BadInput(f"{a}: no such file or folder")
+            raise BadInput(f"{a}: no such file or folder (write results with a stage's --json, "
+                           "or run the tour, first)")
     return files
 
 
@@ -163,8 +168,36 @@ def _finite_nonneg(v) -> bool:
 
 def group_key(r: dict) -> tuple:
     nq = 0 if r["seq_q"] == r["seq_k"] else r["seq_q"]  # 0: square (Nq = Nk, the sweep's N)
+    shape = r.get("_shape") or (0, r["batch"] * r["heads"], f"B·H={r['batch'] * r['heads']}")
     return (r["_device"], r["stage"], r["variant"], r["pass"], r["_dtype"], r["dim"], r["causal"],
-            r["batch"] * r["heads"], nq)
+            shape, nq)
+
+
+def assign_shapes(rows: list[dict]) -> None:
+    """Which rows may share a line besides (stage, variant, pass, dtype, D, causal): the same B·H
+    (a plain sweep of N), or the same number of tokens (the FlashAttention papers' benchmarks keep
+    B·N fixed, 16k tokens, so B shrinks as N grows): rows whose B·H·Nq is shared by two or more
+    different B·H form one such family. Anything else is a different shape and a different line."""
+    coarse: dict = {}
+    for r in rows:
+        nq = 0 if r["seq_q"] == r["seq_k"] else r["seq_q"]
+        k = (r["_device"], r["stage"], r["variant"], r["pass"], r["_dtype"], r["dim"], r["causal"], nq)
+        coarse.setdefault(k, []).append(r)
+    for rs in coarse.values():
+        by_product: dict = {}
+        for r in rs:
+            by_product.setdefault(r["batch"] * r["heads"] * r["seq_q"], []).append(r)
+        for product, members in by_product.items():
+            if len({m["batch"] * m["heads"] for m in members}) > 1:
+                heads = {m["heads"] for m in members}
+                label = (f"B·N={fmt_n(product // next(iter(heads)))} tokens, H={next(iter(heads))}"
+                         if len(heads) == 1 else f"B·H·N={fmt_n(product)}")
+                for m in members:
+                    m["_shape"] = (1, product, label)
+            else:
+                for m in members:
+                    bh = m["batch"] * m["heads"]
+                    m["_shape"] = (0, bh, f"B·H={bh}")
 
 
 def dedupe(rows: list[dict]) -> list[dict]:
@@ -205,7 +238,7 @@ def labels_for(keys: list[tuple]) -> dict:
         if varies[6]:
             parts.append("causal" if causal else "non-causal")
         if varies[7]:
-            parts.append(f"B·H={bh}")
+            parts.append(bh[2])  # "B·H=8" or "B·N=16k tokens, H=32"
         if varies[8] and nq != 0:
             parts.append(f"Nq={nq}")
         if varies[0]:
@@ -236,8 +269,11 @@ class Plotter:
 
         self.plt, self.ticker, self.transforms = plt, ticker, transforms
         self.docs, self.anchors, self.out, self.prefix, self.at_seq = docs, anchors, out, prefix, at_seq
-        self.rows = dedupe([r for d in docs for r in d["results"]])
+        all_rows = [r for d in docs for r in d["results"]]
+        assign_shapes(all_rows)
+        self.rows = dedupe(all_rows)
         self.groups = groups_of(self.rows)
+        self.labels = labels_for(list(self.groups))
         palette = plt.get_cmap("tab10").colors
         markers = "osD^vP*Xh<>"
         self.style = {k: (palette[i % len(palette)], markers[i % len(markers)])
@@ -269,9 +305,12 @@ class Plotter:
         return len(lines)
 
     def save(self, fig, name: str, nfooter: int) -> None:
-        fig.tight_layout(rect=(0, 0.018 * nfooter + 0.01, 1, 1))
+        # Margins in inches, so that tall figures (many panels) keep the title and footer clear.
+        height = fig.get_figheight()
+        fig.tight_layout(rect=(0, min(0.4, (0.12 * nfooter + 0.08) / height), 1,
+                               1 - min(0.2, 0.2 / height)))
         path = self.out / f"{self.prefix}_{name}.png"
-        fig.savefig(path, dpi=130)
+        fig.savefig(path, dpi=130, bbox_inches="tight")
         self.plt.close(fig)
         self.written.append(path)
         print(path)
@@ -332,10 +371,13 @@ class Plotter:
     def memory(self) -> None:
         plt = self.plt
         fig, axes = plt.subplots(1, 2, figsize=(13, 5.4))
+        many = self.drawn_groups() > MAX_PANEL_LEGEND
         for ax, field, title in ((axes[0], "extra_bytes", "extra memory: beyond inputs and outputs"),
                                  (axes[1], "peak_bytes", "peak memory: everything the run allocated")):
             self.series_plot(ax, field, title, "bytes, measured (log)", bytes_axis=True,
-                             slopes={"N": 1, "N²": 2})
+                             slopes={"N": 1, "N²": 2}, legend=not many)
+        if many:
+            self.figure_legend(fig, axes)
         fig.suptitle(f"Memory against N — {self.header()}", fontsize=11)
         self.save(fig, "memory", self.footer(fig))
 
@@ -343,14 +385,20 @@ class Plotter:
 
     def time(self) -> None:
         fig, ax = self.plt.subplots(1, 1, figsize=(8.5, 5.6))
-        self.series_plot(ax, "median_ms", "median time per call", "ms (log)", slopes={"N²": 2})
+        many = self.drawn_groups() > MAX_PANEL_LEGEND
+        self.series_plot(ax, "median_ms", "median time per call", "ms (log)", slopes={"N²": 2},
+                         legend=not many)
+        if many:
+            self.figure_legend(fig, [ax])
         fig.suptitle(f"Time against N — {self.header()}", fontsize=11)
         self.save(fig, "time", self.footer(fig))
 
     def series_plot(self, ax, field: str, title: str, ylabel: str, bytes_axis: bool = False,
-                    slopes: dict | None = None, groups=None) -> None:
+                    slopes: dict | None = None, groups=None, legend: bool = True) -> None:
+        """One panel: a line per group. With legend=False the caller draws one legend for the
+        whole figure (many lines), and the labels are the figure's, not the panel's."""
         groups = self.groups if groups is None else groups
-        labels = labels_for(list(groups))
+        labels = labels_for(list(groups)) if legend else self.labels
         xs_all, oom, zero, firsts = [], [], [], []
         for key, rows in groups.items():
             color, marker = self.style[key]
@@ -387,7 +435,25 @@ class Plotter:
                 self.guides(ax, ax0, ay, slopes)
         self.mark_oom(ax, oom)
         self.mark_zero(ax, zero)
-        ax.legend(fontsize=7, loc="best", framealpha=0.85)
+        if legend:
+            ax.legend(fontsize=7, loc="best", framealpha=0.85)
+
+    def drawn_groups(self, groups=None) -> int:
+        groups = self.groups if groups is None else groups
+        return sum(any(r["status"] in ("ok", "oom") for r in rows) for rows in groups.values())
+
+    def figure_legend(self, fig, axes) -> None:
+        """One legend for every panel, right of them: for figures with many lines."""
+        handles, labels, seen = [], [], set()
+        for ax in axes:
+            for h, l in zip(*ax.get_legend_handles_labels()):
+                if l not in seen:
+                    seen.add(l)
+                    handles.append(h)
+                    labels.append(l)
+        if handles:
+            fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7,
+                       ncol=1 + (len(handles) - 1) // 40, frameon=False)
 
     # -- (c) TFLOP/s against the anchors -------------------------------------------------------
 
@@ -408,11 +474,15 @@ class Plotter:
             ax.axis("off")
         if not panels:
             self.no_data(axes[0][0], "measured rows")
+        many = any(self.drawn_groups(g) > MAX_PANEL_LEGEND for g in panels.values())
         for ax, ((pss, dtype, dim, causal), groups) in zip(axes.flat, panels.items()):
             self.series_plot(ax, "tflops", f"{pss}, {dtype}, D={dim}, {'causal' if causal else 'not causal'}",
-                             "TFLOP/s (log)", groups=groups)
+                             "TFLOP/s (log)", groups=groups, legend=not many)
             self.draw_anchors(ax, pss, dtype, dim, causal)
-            ax.legend(fontsize=7, loc="best", framealpha=0.85)
+            if not many:
+                ax.legend(fontsize=7, loc="best", framealpha=0.85)
+        if many:
+            self.figure_legend(fig, list(axes.flat[:len(panels)]))
         fig.suptitle(f"TFLOP/s against N, with the H100 anchors — {self.header()}", fontsize=11)
         self.save(fig, "tflops", self.footer(fig))
 
@@ -515,8 +585,8 @@ class Plotter:
         self.save(fig, "progression", self.footer(fig))
 
     def common_shape(self):
-        """The shape that the most stages measured (ok or oom); ties go to the larger N. Forward
-        rows first: the backward has its own stages."""
+        """The shape that the most stages measured (ok or oom); ties go to the later stages, then
+        to the larger N. Forward rows first: the backward has its own stages."""
         by_shape: "OrderedDict[tuple, OrderedDict]" = OrderedDict()
         for r in self.rows:
             if r["status"] not in ("ok", "oom"):
@@ -529,9 +599,11 @@ class Plotter:
             return None
 
         def rank(item):
+            # Forward first; then the most stages; then the latest stage (results from several
+            # machines: the GPU shapes, not the CPU ones); then the longest N.
             (pss, dim, causal, bh, nq, nk), stages = item
             ok_stages = sum(any(r["status"] == "ok" for r in rs) for rs in stages.values())
-            return (pss == "fwd", len(stages), ok_stages, nk, nq, -dim, not causal)
+            return (pss == "fwd", len(stages), max(stages), ok_stages, nk, nq, -dim, not causal)
 
         shape, stages = max(by_shape.items(), key=rank)
         return shape, OrderedDict(sorted(stages.items()))
@@ -576,6 +648,22 @@ def fmt_tf(v: float) -> str:
     return f"{v:.3g}"
 
 
+def markdown_table(docs: list[dict]) -> str:
+    """The provenance of each results file, for docs/results/README.md."""
+    lines = ["| file | stage | device | date (UTC) | commit | rows (ok / oom / other) | command |",
+             "|---|---|---|---|---|---|---|"]
+    for d in docs:
+        rows = d["results"]
+        ok = sum(r["status"] == "ok" for r in rows)
+        oom = sum(r["status"] == "oom" for r in rows)
+        dev = d.get("device", {}).get("name", "?") if isinstance(d.get("device"), dict) else "?"
+        cmd = " ".join(str(d.get("command", "")).split()).replace("|", "\\|")
+        lines.append(f"| `{d['_path'].name}` | {d.get('stage', '?')} | {dev} | "
+                     f"{str(d.get('date', '?')).replace('T', ' ').rstrip('Z')} | `{d.get('git_commit', '?')}` | "
+                     f"{ok} / {oom} / {len(rows) - ok - oom} | `{cmd}` |")
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------------------------------
 # Command line
 
@@ -590,7 +678,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog=PROG, description="Turn flash-course results JSON files into PNG figures.")
     ap.add_argument("inputs", nargs="+", metavar="RESULTS.json|DIR",
                     help="results files written with --json, or folders of them")
-    ap.add_argument("--out", required=True, metavar="DIR", help="folder for the PNG files (created)")
+    ap.add_argument("--out", metavar="DIR", help="folder for the PNG files (created); required unless --list")
+    ap.add_argument("--list", action="store_true",
+                    help="print a Markdown table of the files (stage, device, date, commit, command) and stop")
     ap.add_argument("--prefix", metavar="NAME",
                     help="file name prefix (default: the input's name for one file, else 'results')")
     ap.add_argument("--anchors", metavar="FILE", help=f"anchors JSON (default: {here / 'anchors.json'})")
@@ -601,6 +691,11 @@ def main(argv: list[str] | None = None) -> int:
         args = ap.parse_args(argv)
         files = expand_inputs(args.inputs)
         docs = [load_results(f) for f in files]
+        if args.list:
+            print(markdown_table(docs))
+            return 0
+        if not args.out:
+            raise BadInput("the following arguments are required: --out")
         if args.no_anchors:
             anchors = None
         elif args.anchors:

@@ -10,6 +10,7 @@ Set FA_RESULTS_JSON=path/to/real.json to also plot a real file written by a stag
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +22,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TOOL = HERE / "plot_results.py"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# The figure tests need matplotlib in this Python (the tool runs as sys.executable); the bad-input
+# tests do not: the tool checks its input before it imports matplotlib.
+HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
+needs_mpl = unittest.skipUnless(HAVE_MPL, f"matplotlib is not installed for {sys.executable} (try /usr/bin/python3)")
 
 
 def row(stage, variant, n, *, status="ok", ms=None, extra=None, dim=64, causal=False, batch=1,
@@ -131,17 +136,20 @@ class PlotResultsTest(unittest.TestCase):
 
     # -- good input ------------------------------------------------------------------------------
 
+    @needs_mpl
     def test_cpu_stages(self):
         f01, f02 = cpu_files()
         a, b = self.write("01.json", f01), self.write("02.json", f02)
         out = self.dir / "plots"
         self.assert_pngs(run_tool(a, b, "--out", out, "--prefix", "cpu"), out, "cpu")
 
+    @needs_mpl
     def test_one_file_default_prefix(self):
         path = self.write("stage04.json", gpu_file())
         out = self.dir / "p"
         self.assert_pngs(run_tool(path, "--out", out), out, "stage04")
 
+    @needs_mpl
     def test_directory_of_results(self):
         results = self.dir / "results"
         results.mkdir()
@@ -151,12 +159,24 @@ class PlotResultsTest(unittest.TestCase):
         out = self.dir / "plots"
         self.assert_pngs(run_tool(results, "--out", out, "--seq", 1024), out, "results")
 
+    @needs_mpl
     def test_nothing_ran(self):
         # A GPU stage on a machine without a GPU writes only skipped rows: still figures, exit 0.
         doc = results_file("03", [row("03", "naive", n, status="skipped", note="no CUDA device") for n in (512, 1024)])
         out = self.dir / "o"
         self.assert_pngs(run_tool(self.write("s.json", doc), "--out", out, "--no-anchors"), out, "s")
 
+    def test_list(self):
+        f01, f02 = cpu_files()
+        proc = run_tool(self.write("01.json", f01), self.write("02.json", f02), "--list")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        lines = proc.stdout.strip().splitlines()
+        self.assertEqual(len(lines), 4)  # header, rule, one line per file
+        self.assertTrue(lines[0].startswith("| file | stage | device"))
+        self.assertIn("`01.json` | 01 | Synthetic CPU", lines[2])
+        self.assertIn("5 / 1 / 0", lines[2])  # stage 01's synthetic file: 5 ok, 1 oom
+
+    @needs_mpl
     def test_real_results_file(self):
         real = os.environ.get("FA_RESULTS_JSON")
         if not real:

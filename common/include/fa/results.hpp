@@ -29,11 +29,14 @@ struct RunMetadata {
   std::map<std::string, std::string> extra;  // SMs, clocks, memory, ...
 };
 RunMetadata host_metadata(const std::string& command);  // CPU model name, date, commit
+std::string host_device_name();                          // the CPU model name
 
 struct ResultRow {
   std::string stage;           // "02"
   std::string variant;         // "online"
   std::string pass = "fwd";    // "fwd" | "bwd"
+  std::string device;          // where this row ran, when not the run's device (a CPU stage
+                               // measured beside a GPU one); empty: RunMetadata::device
   Problem problem;
   std::string dtype = "float32";
   Status status = Status::ok;

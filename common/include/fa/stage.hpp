@@ -62,6 +62,7 @@ struct Variant {
   std::string name;           // "online"
   bool ours = true;           // false: a comparison (the previous stage), measured but not verified
   std::int64_t max_seq = 0;   // longer sequences are reported as skipped (too slow for a sweep); 0: none
+  bool on_host = false;       // runs on the CPU: its rows name the host CPU, also in a GPU stage
   RunFn run;
   std::string label() const { return stage + " " + name; }
 };
