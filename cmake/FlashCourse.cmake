@@ -37,7 +37,7 @@ function(fa_warnings target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow>
     # GCC 12 reports false -Wrestrict positives inside std::string concatenation (GCC bug 105329).
-    $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall --expt-relaxed-constexpr -lineinfo>)
 endfunction()
 

@@ -16,10 +16,10 @@
 namespace fa {
 
 struct CudaError : std::runtime_error {
-  CudaError(cudaError_t code, const char* what_call, const char* file, int line)
+  CudaError(cudaError_t error, const char* what_call, const char* file, int line)
       : std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what_call + " failed: " +
-                           cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")"),
-        code(code) {}
+                           cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")"),
+        code(error) {}
   cudaError_t code;
 };
 
