@@ -1,0 +1,80 @@
+// Stage 04 — the host side of the fused forward: checks, dispatch on D, launch.
+//
+// What changed from stage 03 (steps/03_cuda_naive): three kernels and two [B,H,Nq,Nk] buffers (S and
+// P) became one kernel and no buffer at all. The DeviceContext's meter sees no allocation: the
+// memory beyond Q, K, V, O and LSE is zero, measured (tests/test_flash_forward.cu).
+//
+// Build and run (verifies against stage 03 — sampled float64 rows where stage 03 runs out of
+// memory — and charts both):
+//   cmake -S . -B build -G Ninja && cmake --build build --target step04_cuda_flash_forward
+//   build/steps/04_cuda_flash_forward/step04_cuda_flash_forward            (--help for the flags)
+//
+// Known limits, on purpose (docs/04_cuda_flash_forward.md):
+// - float32 on CUDA cores (no tensor cores, no TF32): bound by FFMA issue, ~39 TFLOP/s on an H100.
+// - D = 32, 64, 128 only (a template parameter); Nq ≤ 65535·64 (the grid's y), 32-bit tile indices.
+// - Causal masks every tile, including the ones no row sees (stage 05 skips them).
+// - One Q tile per block: few heads with a short Nq do not fill the GPU (no split-KV).
+#include "04_cuda_flash_forward/flash_forward.cuh"
+
+#include <climits>
+#include <cmath>
+#include <string>
+
+#include "04_cuda_flash_forward/flash_forward_kernel.cuh"
+#include "fa/cuda/check.cuh"
+
+namespace fa::step04 {
+
+namespace {
+
+template <int D>
+void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  constexpr int smem = smem_bytes<D>();
+  // Above 48 KiB a block's dynamic shared memory must be asked for; the carveout asks the SM to
+  // give shared memory all it can (228 KiB), so that min_blocks_per_sm<D>() blocks fit.
+  static const bool configured = [] {
+    FA_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    FA_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_kernel<D>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared));
+    return true;
+  }();
+  (void)configured;
+  KernelArgs a{in.q, in.k, in.v, out.o, out.lse, static_cast<int>(p.seq_q), static_cast<int>(p.seq_k),
+               p.softmax_scale() * static_cast<float>(M_LOG2E), p.causal};
+  const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_q + kBr - 1) / kBr));
+  ctx.kernel_begin("flash_forward");
+  flash_forward_kernel<D><<<grid, kThreads, smem, ctx.stream>>>(a);
+  FA_CUDA_CHECK_LAUNCH();
+  ctx.kernel_end("flash_forward");
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+void check_launchable(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, const char* stage) {
+  p.validate();
+  const std::string who = std::string("stage ") + stage + ": ";
+  if (p.dim != 32 && p.dim != 64 && p.dim != 128)
+    throw UsageError(who + "D = " + std::to_string(p.dim) + " is not supported (compiled for D = 32, 64, 128)");
+  // The grid's y dimension holds the Q tiles (at most 65535), x the B·H heads.
+  if ((p.seq_q + kBr - 1) / kBr > 65535)
+    throw UsageError(who + "Nq = " + std::to_string(p.seq_q) + " is too long (at most " +
+                     std::to_string(65535 * kBr) + ")");
+  if (p.seq_k > INT_MAX - 2 * kBc || p.heads_total() > INT_MAX)
+    throw UsageError(who + "Nk or B·H is too large for 32-bit tile indices");
+  if (!aligned16(in.q) || !aligned16(in.k) || !aligned16(in.v) || !aligned16(out.o))
+    throw UsageError(who + "Q, K, V and O must be 16-byte aligned (the kernel moves float4)");
+}
+
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                       DeviceContext& ctx) {
+  check_launchable(p, in, out, "04");
+  switch (p.dim) {
+    case 32: launch<32>(p, in, out, ctx); break;
+    case 64: launch<64>(p, in, out, ctx); break;
+    default: launch<128>(p, in, out, ctx); break;
+  }
+}
+
+}  // namespace fa::step04

@@ -1,0 +1,29 @@
+// Stage 04 — the fused flash-attention forward on CUDA cores (float32). See flash_forward_kernel.cuh
+// for the kernel, its tile picture and its byte counts, and docs/04_cuda_flash_forward.md.
+#pragma once
+
+#include <cstdint>
+
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/problem.hpp"
+#include "fa/tensor.hpp"
+
+namespace fa::step04 {
+
+// The head dims the kernel is compiled for (a template parameter: the D loop is unrolled and the
+// O accumulator is a register array); any other D is a UsageError (exit 2).
+inline constexpr std::int64_t kSupportedDims[] = {32, 64, 128};
+
+// The stage's forward, the signature every GPU stage shares (fa::DeviceForward): device pointers
+// to contiguous [B,H,N,D] float32 tensors (16-byte aligned, as cudaMalloc gives), O and LSE
+// written, nothing else allocated. Causal applies the mask to every tile (no tile skipped: that is
+// stage 05). Queued on ctx.stream; errors of the launch are thrown, errors of the run surface at
+// the next synchronisation.
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                       DeviceContext& ctx);
+
+// The launch checks shared by stages 04 and 05: D supported, Nq small enough for the grid,
+// pointers aligned. Throws UsageError with one line.
+void check_launchable(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, const char* stage);
+
+}  // namespace fa::step04

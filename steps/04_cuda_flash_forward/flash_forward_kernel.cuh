@@ -1,0 +1,363 @@
+// flash_forward_kernel.cuh — Stage 04's one fused kernel: S and P never leave the chip.
+//
+// Stage 03 ran three kernels and wrote S and P ([Nq, Nk] each, per head) to device memory. Here
+// one thread block owns one tile of Br = 64 query rows of one head; the Q tile stays in shared
+// memory, K and V stream through it in tiles of Bc = 64 keys, and each tile of scores is folded
+// into running statistics with the online softmax (FA2, Algorithm 1; stage 02 on the CPU):
+//
+//   S_i^(j) = τ · Q_i K_jᵀ                                        [Br, Bc], in registers
+//   m_i^(j) = max(m_i^(j−1), rowmax S_i^(j))                      m^(0) = −inf
+//   P̃_i^(j) = exp(S_i^(j) − m_i^(j))                              [Br, Bc], via shared memory
+//   l_i^(j) = exp(m_i^(j−1) − m_i^(j)) · l_i^(j−1) + rowsum P̃_i^(j)
+//   Õ_i^(j) = diag(exp(m_i^(j−1) − m_i^(j))) · Õ_i^(j−1) + P̃_i^(j) V_j      in registers
+//   and once, after the last tile: O_i = Õ_i / l_i, LSE_i = m_i + log l_i.
+//
+// exp2 instead of exp: the scale τ and log2(e) are folded into Q as it is loaded (Q' = τ·log2(e)·Q),
+// so S' = Q' Kᵀ = log2(e)·S and exp(S − m) = exp2(S' − m'): one MUFU.EX2 per score, no multiply.
+// m is kept in these log2 units; LSE = ln 2 · (m' + log2 l) converts back at the end.
+//
+// The tiles of one block (Br = Bc = 64; D = 32, 64 or 128, a template parameter):
+//
+//                 keys j0 .. j0+63 (one K/V tile, streamed)
+//                ┌──────────────────┐
+//   Q tile       │ S tile 64 x 64   │   thread (ty, tx), ty = tid/16 in 0..7, tx = tid%16:
+//   64 x D  ───► │ 128 threads,     │     rows  ty + 8·i  (i = 0..7)   8 rows
+//   (smem)       │ 8 x 4 scores each│     keys  tx + 16·j (j = 0..3)   4 keys   → 32 scores
+//                └──────────────────┘   the 16 threads of a half-warp share each row: row max
+//                         │ P̃ (smem)     and row sum are warp shuffles (xor 1, 2, 4, 8)
+//                         ▼
+//   O tile 64 x D in registers: the same 8 rows, columns (k·16 + tx)·4 .. +3 → 8 x D/16 each
+//
+// Bytes each tile moves (float32):       D = 32   D = 64   D = 128
+//   Q tile, once per block, global→smem     8 KiB   16 KiB    32 KiB
+//   K tile, every tile, global→smem         8 KiB   16 KiB    32 KiB   (cp.async, through L2)
+//   V tile, every tile, global→smem         8 KiB   16 KiB    32 KiB
+//   P̃ tile, every tile, regs→smem→regs     16 KiB   16 KiB    16 KiB   (never device memory)
+//   O tile, once per block, regs→global     8 KiB   16 KiB    32 KiB;  LSE 256 B
+// Shared memory per block = Q + K + V + P̃ = 40 / 64 / 112 KiB; 3 / 2 / 2 blocks run per SM, as
+// many as the registers allow (min_blocks_per_sm below): 12 / 8 / 8 warps of 64.
+//
+// Arithmetic against shared-memory traffic (why the micro-tile is 8 x 4): per 4 steps of the
+// D loop a thread loads 8 float4 of Q (its 8 rows) and 4 float4 of K (its 4 keys) and does
+// 8·4·4 = 128 FMAs. A warp's Q loads are 2 distinct addresses (2 rows, broadcast): 1 wavefront
+// each; its K loads 16 distinct float4: 2 wavefronts each. 16 wavefronts per 128 warp-FMAs, where
+// the SM does 4 warp-FMAs per wavefront (128 FMA/clk against 128 B/clk): half the shared-memory
+// bandwidth at full FMA rate. A 4 x 4 micro-tile would need all of it.
+//
+// Shared layout: row-major tiles with an XOR swizzle on the 16-byte column index,
+// float4 column c4 of row r lives at c4 ^ (r & 7). The 16 keys a half-warp reads at one d
+// (rows tx + 16j) then fall in 8 distinct bank groups: 2 wavefronts, the minimum for 256 bytes,
+// with no padding (padding would push D = 128 past 2 blocks per SM).
+//
+// Masks (stage 04: no tile is skipped): the key tail of the last tile (j ≥ Nk) and, when causal,
+// keys j > i + Nk − Nq are set to −inf before the softmax, on EVERY tile. Padded rows of the last
+// Q tile (i ≥ Nq) and keys past Nk are zero-filled in shared memory, so no NaN can enter P̃·V.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fa::step04 {
+
+inline constexpr int kBr = 64;            // query rows per block (the Q tile)
+inline constexpr int kBc = 64;            // keys per K/V tile
+inline constexpr int kThreads = 128;      // 4 warps: 8 row groups (ty) x 16 column groups (tx)
+inline constexpr int kRowsPerThread = 8;  // rows ty + 8·i
+inline constexpr int kKeysPerThread = 4;  // keys tx + 16·j
+
+// Shared memory of one block: Q, K, V tiles [64][D] and the P̃ tile [64][64], float32.
+template <int D>
+constexpr int smem_bytes() {
+  return (kBr * D + 2 * kBc * D + kBr * kBc) * static_cast<int>(sizeof(float));
+}
+// The blocks per SM the registers are budgeted for: the launch bounds keep each thread within
+// 65536 / (128 · this) registers. Shared memory alone would allow 5 / 3 / 2 blocks (D = 32 / 64 /
+// 128; 228 KiB per SM, 1 KiB reserved per block), but at D = 64 a budget of 3 (168 registers)
+// spills and ran at 28 TFLOP/s where 2 (234 registers, no spill) ran at 40 (step04_tune on the
+// H100, docs/notes/flash_forward_tuning.md): the 8 x 4 scores, 8 x D/16 accumulators and the
+// operands of the unrolled D loop want the registers more than a third block wants the SM.
+template <int D>
+constexpr int min_blocks_per_sm() {
+  return D == 32 ? 3 : 2;
+}
+
+struct KernelArgs {
+  const float* q;      // [B, H, Nq, D]
+  const float* k;      // [B, H, Nk, D]
+  const float* v;      // [B, H, Nk, D]
+  float* o;            // [B, H, Nq, D]
+  float* lse;          // [B, H, Nq]
+  int seq_q, seq_k;    // Nq, Nk
+  float scale_log2;    // τ · log2(e)
+  bool causal;
+};
+
+namespace detail {
+
+constexpr float kNegInf = -__builtin_huge_valf();
+constexpr float kLn2 = 0.693147180559945309f;
+
+// Float index of column `col` of row `row` in a swizzled [rows][W] tile (W floats per row).
+template <int W>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * W + ((((col >> 2) ^ (row & 7)) << 2) | (col & 3));
+}
+
+// P̃'s swizzle: as swz, with bit 2 of the key flipped on odd rows. The two rows a warp writes at
+// once (ty, ty + 1; 16 consecutive keys each) then land in disjoint halves of the banks (with
+// plain swz they shared the same 4 bank groups: ncu counted a 2-way conflict on every P̃ store),
+// and the two rows it reads at once still fall in distinct bank groups.
+__device__ __forceinline__ int p_key(int row) { return (row & 7) ^ ((row & 1) << 2); }
+__device__ __forceinline__ int swz_p(int row, int col) {
+  return row * kBc + ((((col >> 2) ^ p_key(row)) << 2) | (col & 3));
+}
+
+// 16 bytes global → shared without passing through registers (sm_80+); `valid` = false
+// zero-fills the destination (src-size 0), which is how rows past Nk become zeros.
+__device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Starts copying rows j0 .. j0+63 of one head's K (or V) into a swizzled [64][D] tile.
+template <int D>
+__device__ __forceinline__ void load_kv_tile_async(float* tile, const float* head, int j0, int seq_k) {
+  constexpr int kVecsPerRow = D / 4;
+#pragma unroll
+  for (int u = 0; u < kBc * kVecsPerRow / kThreads; ++u) {
+    const int f = static_cast<int>(threadIdx.x) + u * kThreads;  // consecutive threads: consecutive 16 B
+    const int row = f / kVecsPerRow, c4 = f % kVecsPerRow;
+    const bool valid = j0 + row < seq_k;
+    const float* src = valid ? head + static_cast<std::int64_t>(j0 + row) * D + c4 * 4 : head;
+    cp_async16(tile + swz<D>(row, c4 * 4), src, valid);
+  }
+}
+
+// Rows i0 .. i0+63 of Q, times τ·log2(e), into a swizzled [64][D] tile; rows past Nq are zeros.
+template <int D>
+__device__ __forceinline__ void load_q_tile(float* tile, const float* head, int i0, int seq_q, float scale_log2) {
+  constexpr int kVecsPerRow = D / 4;
+#pragma unroll
+  for (int u = 0; u < kBr * kVecsPerRow / kThreads; ++u) {
+    const int f = static_cast<int>(threadIdx.x) + u * kThreads;
+    const int row = f / kVecsPerRow, c4 = f % kVecsPerRow;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i0 + row < seq_q) x = *reinterpret_cast<const float4*>(head + static_cast<std::int64_t>(i0 + row) * D + c4 * 4);
+    x.x *= scale_log2, x.y *= scale_log2, x.z *= scale_log2, x.w *= scale_log2;
+    *reinterpret_cast<float4*>(tile + swz<D>(row, c4 * 4)) = x;
+  }
+}
+
+// The thread's columns of O: kOutVec consecutive floats at (k·16 + tx)·kOutVec, k < kOutChunks.
+template <int D>
+struct OutCols {
+  static constexpr int kVec = D >= 64 ? 4 : 2;        // float4 (float2 for D = 32)
+  static constexpr int kChunks = D / (16 * kVec);      // 1 (D = 32, 64) or 2 (D = 128)
+  static constexpr int kCount = kVec * kChunks;        // D / 16 columns per thread
+};
+
+}  // namespace detail
+
+// One block: Q tile `blockIdx.y` of head `blockIdx.x` (b·H + h), all key tiles. kMinBlocks is
+// the occupancy the registers are budgeted for (tune.cu measures the alternatives).
+template <int D, int kMinBlocks = min_blocks_per_sm<D>()>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+flash_forward_kernel(const KernelArgs a) {
+  using namespace detail;
+  using Cols = OutCols<D>;
+  extern __shared__ float4 smem_f4[];  // float4: the dynamic buffer is 16-byte aligned
+  float* const Qs = reinterpret_cast<float*>(smem_f4);  // [Br][D]  Q' = τ·log2(e)·Q
+  float* const Ks = Qs + kBr * D;                       // [Bc][D]  K_j
+  float* const Vs = Ks + kBc * D;                       // [Bc][D]  V_j
+  float* const Ps = Vs + kBc * D;                       // [Br][Bc] P̃
+
+  const int tx = static_cast<int>(threadIdx.x) % 16, ty = static_cast<int>(threadIdx.x) / 16;
+  const int q_tile = static_cast<int>(blockIdx.y);
+  const int i0 = q_tile * kBr;
+  const std::int64_t bh = blockIdx.x;
+  const float* const q_head = a.q + bh * a.seq_q * D;
+  const float* const k_head = a.k + bh * a.seq_k * D;
+  const float* const v_head = a.v + bh * a.seq_k * D;
+  const int causal_offset = a.seq_k - a.seq_q;  // query i sees key j iff j <= i + offset
+
+  load_q_tile<D>(Qs, q_head, i0, a.seq_q, a.scale_log2);
+  const int n_tiles = (a.seq_k + kBc - 1) / kBc;  // stage 04: every key tile, masked or not
+  load_kv_tile_async<D>(Ks, k_head, 0, a.seq_k);
+  cp_async_commit();
+
+  // Per thread: 8 rows' running max m' (log2 units), partial row sum l over its own 4 keys per
+  // tile (summed across the half-warp only at the end: the factors exp2(m_old − m_new) are the
+  // same for the whole row, so partial sums rescale exactly like the full one), and Õ.
+  float m[kRowsPerThread], l[kRowsPerThread], o[kRowsPerThread][Cols::kCount];
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    m[i] = kNegInf;
+    l[i] = 0.f;
+#pragma unroll
+    for (int c = 0; c < Cols::kCount; ++c) o[i][c] = 0.f;
+  }
+  const int qsw = ty & 7;  // the swizzle term of every row this thread owns (rows ty + 8i)
+  const int ksw = tx & 7;  // ... and of every key it owns (keys tx + 16j)
+  const int psw = p_key(ty);  // ... and of its rows of P̃
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int j0 = t * kBc;
+    cp_async_wait<0>();  // K_j has landed (this thread's part) ...
+    __syncthreads();     // ... everyone's part; and every thread is past the last tile's P̃ V
+    load_kv_tile_async<D>(Vs, v_head, j0, a.seq_k);  // V_j streams in while S is computed
+    cp_async_commit();
+
+    // S' = Q' K_jᵀ for the thread's 8 x 4 scores: per 4 columns of D, 12 float4 loads, 128 FMAs.
+    float s[kRowsPerThread][kKeysPerThread];
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i)
+#pragma unroll
+      for (int j = 0; j < kKeysPerThread; ++j) s[i][j] = 0.f;
+#pragma unroll
+    for (int d4 = 0; d4 < D / 4; ++d4) {
+      float4 qv[kRowsPerThread], kv[kKeysPerThread];
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i)
+        qv[i] = *reinterpret_cast<const float4*>(Qs + (ty + 8 * i) * D + ((d4 ^ qsw) << 2));
+#pragma unroll
+      for (int j = 0; j < kKeysPerThread; ++j)
+        kv[j] = *reinterpret_cast<const float4*>(Ks + (tx + 16 * j) * D + ((d4 ^ ksw) << 2));
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i)
+#pragma unroll
+        for (int j = 0; j < kKeysPerThread; ++j) {
+          s[i][j] = fmaf(qv[i].x, kv[j].x, s[i][j]);
+          s[i][j] = fmaf(qv[i].y, kv[j].y, s[i][j]);
+          s[i][j] = fmaf(qv[i].z, kv[j].z, s[i][j]);
+          s[i][j] = fmaf(qv[i].w, kv[j].w, s[i][j]);
+        }
+    }
+
+    // The mask, on every tile that has a key tail or when causal (stage 05 will skip and
+    // narrow this): −inf scores get P̃ = exp2(−inf) = 0.
+    if (a.causal || j0 + kBc > a.seq_k) {
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int row = i0 + ty + 8 * i;
+#pragma unroll
+        for (int j = 0; j < kKeysPerThread; ++j) {
+          const int col = j0 + tx + 16 * j;
+          if (col >= a.seq_k || (a.causal && col > row + causal_offset)) s[i][j] = kNegInf;
+        }
+      }
+    }
+
+    // >>> ex04:online_softmax
+    // Fold this tile into m, l and Õ for each of the thread's 8 rows. After it, s holds P̃.
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      // The row's max over this tile: 4 keys here, then across the 16 threads that share the row.
+      float tile_max = fmaxf(fmaxf(s[i][0], s[i][1]), fmaxf(s[i][2], s[i][3]));
+#pragma unroll
+      for (int lane_mask = 1; lane_mask < 16; lane_mask <<= 1)
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, lane_mask));
+      const float m_new = fmaxf(m[i], tile_max);
+      // A row that has seen no key yet keeps m = −inf; subtracting 0 instead keeps exp2 away from
+      // (−inf) − (−inf) = NaN: its P̃ is exp2(−inf) = 0 and its alpha exp2(−inf) = 0 (l, Õ are 0).
+      const float m_use = m_new == kNegInf ? 0.f : m_new;
+      // exp(m_old − m_new) moves everything summed so far onto the new max: ≤ 1, exactly 1 when
+      // the max did not change, and 0 on the row's first visible tile.
+      const float alpha = exp2f(m[i] - m_use);
+      float row_sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kKeysPerThread; ++j) {
+        s[i][j] = exp2f(s[i][j] - m_use);  // every exponent ≤ 0: no overflow, even at scores of 200
+        row_sum += s[i][j];
+      }
+      l[i] = alpha * l[i] + row_sum;  // this thread's 4 keys only: reduced across the row at the end
+#pragma unroll
+      for (int c = 0; c < Cols::kCount; ++c) o[i][c] *= alpha;
+      m[i] = m_new;
+    }
+    // <<< ex04:online_softmax
+
+    // P̃ to shared memory: the P̃ V product needs whole rows of P̃ against whole columns of V, and
+    // each thread holds only 4 keys of its rows. 16 KiB of shared memory instead of stage 03's
+    // [Nq, Nk] in device memory.
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i)
+#pragma unroll
+      for (int j = 0; j < kKeysPerThread; ++j) Ps[swz_p(ty + 8 * i, tx + 16 * j)] = s[i][j];
+    __syncthreads();  // P̃ complete; and nobody reads K_j any more
+
+    if (t + 1 < n_tiles) {  // K_{j+1} streams in during P̃ V
+      load_kv_tile_async<D>(Ks, k_head, j0 + kBc, a.seq_k);
+      cp_async_commit();
+      cp_async_wait<1>();  // everything but the newest group (K_{j+1}): V_j has landed
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // everyone's part of V_j
+
+    // Õ += P̃ V_j: per 4 keys, 8 float4 of P̃ (the thread's rows) and 4 x D/16 floats of V.
+#pragma unroll
+    for (int c4 = 0; c4 < kBc / 4; ++c4) {
+      float4 pv[kRowsPerThread];
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i)
+        pv[i] = *reinterpret_cast<const float4*>(Ps + (ty + 8 * i) * kBc + ((c4 ^ psw) << 2));
+#pragma unroll
+      for (int cc = 0; cc < 4; ++cc) {
+        const int key = 4 * c4 + cc;
+        float vv[Cols::kCount];
+#pragma unroll
+        for (int k = 0; k < Cols::kChunks; ++k) {
+          const int col = (k * 16 + tx) * Cols::kVec;
+          if constexpr (Cols::kVec == 4) {
+            const float4 x = *reinterpret_cast<const float4*>(Vs + swz<D>(key, col));
+            vv[4 * k] = x.x, vv[4 * k + 1] = x.y, vv[4 * k + 2] = x.z, vv[4 * k + 3] = x.w;
+          } else {
+            const float2 x = *reinterpret_cast<const float2*>(Vs + swz<D>(key, col));
+            vv[2 * k] = x.x, vv[2 * k + 1] = x.y;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kRowsPerThread; ++i) {
+          const float p = cc == 0 ? pv[i].x : cc == 1 ? pv[i].y : cc == 2 ? pv[i].z : pv[i].w;
+#pragma unroll
+          for (int c = 0; c < Cols::kCount; ++c) o[i][c] = fmaf(p, vv[c], o[i][c]);
+        }
+      }
+    }
+  }
+
+  // >>> ex04:finish
+  // Once per row: l summed across the 16 threads of the row, O = Õ / l, LSE = ln2 · (m' + log2 l).
+#pragma unroll
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    float row_sum = l[i];
+#pragma unroll
+    for (int lane_mask = 1; lane_mask < 16; lane_mask <<= 1)
+      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, lane_mask);
+    const int row = i0 + ty + 8 * i;
+    if (row >= a.seq_q) continue;  // padding rows of the last Q tile
+    // l = 0 only for a row that saw no key: then Õ = 0 too, and O = 0, LSE = −inf (not NaN).
+    const float inv_l = row_sum > 0.f ? 1.f / row_sum : 0.f;
+    float* const o_row = a.o + (bh * a.seq_q + row) * D;
+#pragma unroll
+    for (int k = 0; k < Cols::kChunks; ++k) {
+      const int col = (k * 16 + tx) * Cols::kVec;
+      if constexpr (Cols::kVec == 4)
+        *reinterpret_cast<float4*>(o_row + col) = make_float4(o[i][4 * k] * inv_l, o[i][4 * k + 1] * inv_l,
+                                                              o[i][4 * k + 2] * inv_l, o[i][4 * k + 3] * inv_l);
+      else
+        *reinterpret_cast<float2*>(o_row + col) = make_float2(o[i][2 * k] * inv_l, o[i][2 * k + 1] * inv_l);
+    }
+    if (tx == 0) a.lse[bh * a.seq_q + row] = row_sum > 0.f ? kLn2 * (m[i] + log2f(row_sum)) : kNegInf;
+  }
+  // <<< ex04:finish
+}
+
+}  // namespace fa::step04
