@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tools/gpu_check.sh OUT [COMMIT] — everything a GPU machine must prove, in one go:
+# build for sm_90, every test (CPU and GPU), compute-sanitizer memcheck and racecheck on small
+# shapes of every GPU stage, then the course tour, whose results files land in OUT/results.
+# The last lines printed are the summary. COMMIT names the source commit when .git is absent.
+set -uo pipefail
+out=${1:?usage: gpu_check.sh OUT [COMMIT]}
+commit=${2:-}
+mkdir -p "$out"
+build=build-gpu
+t0=$SECONDS
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps" \
+      -DCMAKE_CUDA_ARCHITECTURES=90 ${commit:+-DFA_GIT_COMMIT=$commit} > "$out/configure.log" 2>&1 \
+  || { tail -30 "$out/configure.log"; exit 1; }
+cmake --build $build -j16 > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+echo "build: $((SECONDS - t0)) s"
+
+ctest --test-dir $build --output-on-failure > "$out/ctest.log" 2>&1
+ctest_rc=$?
+echo "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log") ($((SECONDS - t0)) s)"
+grep -E "^\s+[0-9]+ - .*(Failed|Not Run|Skipped)" "$out/ctest.log" | head -20
+
+small="--sweep 1,77,130 --heads 2 --reps 1 --warmup 0"
+sanitizer_bad=0
+{
+  for stage in 03_cuda_naive 04_cuda_flash_forward 05_cuda_causal 06_cuda_backward; do
+    exe=$build/steps/$stage/step${stage%%_*}_${stage#*_}
+    for causal in "" "--causal"; do
+      for tool in memcheck racecheck; do
+        echo "== $tool $exe $small $causal"
+        compute-sanitizer --tool $tool --error-exitcode 99 "$exe" $small $causal --no-verify 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard"
+        rc=${PIPESTATUS[0]}
+        [ "$rc" -ne 0 ] && { echo "   exit $rc"; sanitizer_bad=1; }
+      done
+    done
+  done
+} > "$out/sanitizer.log" 2>&1
+echo "sanitizers: $(grep -c '^==' "$out/sanitizer.log") runs, $(grep -cE 'ERROR SUMMARY: 0 errors|0 hazards' "$out/sanitizer.log") clean, failing: $sanitizer_bad ($((SECONDS - t0)) s)"
+
+python3 tools/tour.py --source . --build $build --results "$out/results" --plots "$out/plots" --plot-python "" \
+  > "$out/tour.log" 2>&1
+tour_rc=$?
+sed -n '/tour finished/,$p' "$out/tour.log"
+tar -C "$out" -czf "$out/results.tgz" results && rm -rf "$out/results"
+echo "gpu_check: ctest exit $ctest_rc, tour exit $tour_rc, sanitizers $([ $sanitizer_bad = 0 ] && echo clean || echo FAILED), $((SECONDS - t0)) s"
