@@ -35,7 +35,7 @@ sanitizer_bad=0
     done
   done
 } > "$out/sanitizer.log" 2>&1
-echo "sanitizers: $(grep -c '^==' "$out/sanitizer.log") runs, $(grep -cE 'ERROR SUMMARY: 0 errors|0 hazards' "$out/sanitizer.log") clean, failing: $sanitizer_bad ($((SECONDS - t0)) s)"
+echo "sanitizers: $(grep -c '^== ' "$out/sanitizer.log") runs, $(grep -cE 'ERROR SUMMARY: 0 errors|0 hazards' "$out/sanitizer.log") clean, failing: $sanitizer_bad ($((SECONDS - t0)) s)"
 
 python3 tools/tour.py --source . --build $build --results "$out/results" --plots "$out/plots" --plot-python "" \
   > "$out/tour.log" 2>&1

@@ -89,7 +89,7 @@ void print_chart(std::ostream& os, const std::string& title, ChartUnit unit,
         const int len = std::max(1, static_cast<int>(std::lround(width * (std::log10(v) - floor_log) / span)));
         os << std::string(static_cast<std::size_t>(len), marks[s % sizeof marks]) << " " << format_value(v, unit);
       } else {
-        os << " -";
+        os << " " << format_value(0.0, unit) << (unit == ChartUnit::bytes ? " (nothing beyond inputs and outputs)" : "");
       }
       os << "\n";
       first = false;

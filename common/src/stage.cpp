@@ -290,7 +290,7 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
       std::cout << "   " << v.label() << (v.ours ? "" : " (comparison)") << ": " << to_string(m.status);
       if (m.status == Status::ok)
         std::cout << "  " << format_value(r.median_ms, ChartUnit::milliseconds) << "  "
-                  << fmt("%.3g", r.tflops * 1e3) << " GFLOP/s  extra memory " << format_bytes(r.extra_bytes);
+                  << fmt("%.3g", r.tflops) << " TFLOP/s  extra memory " << format_bytes(r.extra_bytes);
       else
         std::cout << " (" << m.note << ")";
       std::cout << "\n";
@@ -354,7 +354,7 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
 
   // The table of every case and variant.
   Table table;
-  table.header = {"N (q x k)", "variant", "status", "median", "GFLOP/s", "GB/s (min bytes)", "extra memory", "verified"};
+  table.header = {"N (q x k)", "variant", "status", "median", "TFLOP/s", "GB/s (min bytes)", "extra memory", "verified"};
   for (const ResultRow& r : rows) {
     const std::string n = r.problem.seq_q == r.problem.seq_k
                               ? std::to_string(r.problem.seq_q)
@@ -362,7 +362,7 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
     const bool ran = r.status == Status::ok;
     table.rows.push_back({n, r.stage + " " + r.variant, to_string(r.status),
                           ran ? format_value(r.median_ms, ChartUnit::milliseconds) : "-",
-                          ran ? fmt("%.4g", r.tflops * 1e3) : "-", ran ? fmt("%.3g", r.gbps) : "-",
+                          ran ? fmt("%.3g", r.tflops) : "-", ran ? fmt("%.3g", r.gbps) : "-",
                           ran ? format_bytes(static_cast<double>(r.extra_bytes)) : "-",
                           r.verified ? (r.verification_ok ? "PASS" : "FAIL") : "-"});
   }
