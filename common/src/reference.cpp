@@ -53,6 +53,13 @@ ReferenceF64 reference_attention_f64(const Problem& p, const AttentionData& in) 
   return ref;
 }
 
+void reference_forward_f64(const Problem& p, const AttentionData& in, AttentionResult& out) {
+  const ReferenceF64 ref = reference_attention_f64(p, in);
+  auto to_float = [](double x) { return static_cast<float>(x); };
+  std::transform(ref.o.begin(), ref.o.end(), out.o.values().begin(), to_float);
+  std::transform(ref.lse.begin(), ref.lse.end(), out.lse.values().begin(), to_float);
+}
+
 std::vector<RowId> sample_rows(const Problem& p, int count, std::uint64_t seed) {
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> picked;
   const std::int64_t last_b = p.batch - 1, last_h = p.heads - 1, last_i = p.seq_q - 1;

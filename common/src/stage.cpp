@@ -74,6 +74,11 @@ Tolerance tolerance_for(Tolerance base, InputKind inputs) {
   return base;
 }
 
+Tolerance tolerance_for_keys(Tolerance base, std::int64_t nk) {
+  const double long_sum = 2.0 * 0x1.0p-24 * std::sqrt(static_cast<double>(nk));
+  return {std::fmax(base.atol, long_sum), std::fmax(base.rtol, long_sum)};
+}
+
 Verification verify_sampled(const Problem& p, const AttentionData& in, const AttentionResult& got,
                             const ForwardFn& row_forward, Tolerance tol, int count, std::uint64_t seed) {
   Verification v;
@@ -312,11 +317,14 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
             }
           }
           if (full) {
-            ver = verify_full(out, *reference_out, tolerance_for(def.reference.tol, opt.inputs));
+            ver = verify_full(out, *reference_out,
+                              tolerance_for_keys(tolerance_for(def.reference.tol, opt.inputs), p.seq_k));
             against = def.reference.name;
           } else {
             const Reference& rr = def.row_reference ? *def.row_reference : def.reference;
-            ver = verify_sampled(p, in, out, rr.forward, tolerance_for(rr.tol, opt.inputs), def.sampled_rows, seed);
+            ver = verify_sampled(p, in, out, rr.forward,
+                                 tolerance_for_keys(tolerance_for(rr.tol, opt.inputs), p.seq_k), def.sampled_rows,
+                                 seed);
             against = rr.name;
           }
           print_verification(ver, against);

@@ -6,8 +6,6 @@
 //   build/steps/04_cuda_flash_forward/step04_cuda_flash_forward                        the default sweep
 //   build/steps/04_cuda_flash_forward/step04_cuda_flash_forward --batch 4 --heads 32 --seq 4096
 //   build/steps/04_cuda_flash_forward/step04_cuda_flash_forward --batch 1 --heads 1 --seq 1M --reps 1
-#include <algorithm>
-#include <cmath>
 #include <new>
 
 #include "04_cuda_flash_forward/flash_forward.cuh"
@@ -20,13 +18,6 @@
 #endif
 
 namespace {
-
-// The float64 loop of fa/reference.hpp, rounded to float32: the row reference (one-row problems).
-void float64_loop(const fa::Problem& p, const fa::AttentionData& in, fa::AttentionResult& out) {
-  const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
-  std::transform(ref.o.begin(), ref.o.end(), out.o.values().begin(), [](double x) { return static_cast<float>(x); });
-  std::transform(ref.lse.begin(), ref.lse.end(), out.lse.values().begin(), [](double x) { return static_cast<float>(x); });
-}
 
 #ifdef FA_HAVE_STEP03
 // Stage 03 as the reference: when its S and P do not fit on the device, the harness is told
@@ -41,25 +32,6 @@ void stage03_reference(const fa::Problem& p, const fa::AttentionData& in, fa::At
 #endif
 
 
-// The tolerance against float64 for rows of Nk keys. Each output element is a float32 sum over Nk
-// keys (Õ and l accumulate tile after tile); its rounding error grows like eps·√Nk for independent
-// roundings (eps = 2⁻²⁴). Up to Nk ≈ 30000 the course's float32 tolerance (2e-5) covers it; beyond,
-// 2·eps·√Nk: 1.2e-4 at Nk = 1M (where one element of 3200 was off by 6.3e-5 relative under 2e-5).
-fa::Tolerance float32_tol_for_keys(std::int64_t nk) {
-  const double t = std::max(fa::kFloat32Tol.rtol, 2.0 * 5.96e-8 * std::sqrt(static_cast<double>(nk)));
-  return {t, t};
-}
-
-// The longest key length the command line asks for (0 with --load or on a usage error, which
-// run_stage then reports).
-std::int64_t longest_keys(int argc, char** argv, const fa::CliSpec& cli) {
-  std::int64_t nk = 0;
-  try {
-    for (const auto& size : fa::parse_cli(argc, argv, cli).sizes) nk = std::max(nk, size.second);
-  } catch (const std::exception&) {
-  }
-  return nk;
-}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,11 +60,10 @@ int main(int argc, char** argv) {
   def.reference = {"03 naive", stage03_reference, fa::kFloat32Tol};
   def.max_full_reference_flops = 5e10;
 #else
-  def.reference = {"float64 loop", float64_loop, fa::kFloat32Tol};
+  def.reference = {"float64 loop", fa::reference_forward_f64, fa::kFloat32Tol};
   def.max_full_reference_flops = 2e9;
 #endif
-  def.row_reference = fa::Reference{"float64 loop (sampled rows)", float64_loop,
-                                     float32_tol_for_keys(longest_keys(argc, argv, def.cli))};
+  def.row_reference = fa::Reference{"float64 loop (sampled rows)", fa::reference_forward_f64, fa::kFloat32Tol};
   fa::use_gpu_defaults(def);
   return fa::run_stage(argc, argv, def);
 }

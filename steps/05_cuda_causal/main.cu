@@ -21,12 +21,6 @@
 
 namespace {
 
-void float64_loop(const fa::Problem& p, const fa::AttentionData& in, fa::AttentionResult& out) {
-  const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
-  std::transform(ref.o.begin(), ref.o.end(), out.o.values().begin(), [](double x) { return static_cast<float>(x); });
-  std::transform(ref.lse.begin(), ref.lse.end(), out.lse.values().begin(), [](double x) { return static_cast<float>(x); });
-}
-
 fa::DeviceForward with_order(bool heavy_first) {
   return [heavy_first](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
                        fa::DeviceContext& ctx) {
@@ -66,26 +60,6 @@ void print_tiles(std::ostream& os, const std::vector<fa::ResultRow>& rows) {
   t.print(os);
 }
 
-
-// The tolerance against float64 for rows of Nk keys. Each output element is a float32 sum over Nk
-// keys (Õ and l accumulate tile after tile); its rounding error grows like eps·√Nk for independent
-// roundings (eps = 2⁻²⁴). Up to Nk ≈ 30000 the course's float32 tolerance (2e-5) covers it; beyond,
-// 2·eps·√Nk: 1.2e-4 at Nk = 1M (where one element of 3200 was off by 6.3e-5 relative under 2e-5).
-fa::Tolerance float32_tol_for_keys(std::int64_t nk) {
-  const double t = std::max(fa::kFloat32Tol.rtol, 2.0 * 5.96e-8 * std::sqrt(static_cast<double>(nk)));
-  return {t, t};
-}
-
-// The longest key length the command line asks for (0 with --load or on a usage error, which
-// run_stage then reports).
-std::int64_t longest_keys(int argc, char** argv, const fa::CliSpec& cli) {
-  std::int64_t nk = 0;
-  try {
-    for (const auto& size : fa::parse_cli(argc, argv, cli).sizes) nk = std::max(nk, size.second);
-  } catch (const std::exception&) {
-  }
-  return nk;
-}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,8 +90,7 @@ int main(int argc, char** argv) {
   // Stage 04 is fast and needs no N x N memory: it verifies every row at every size.
   def.reference = {"04 flash (mask on every tile)", fa::gpu_forward(fa::step04::attention_forward), fa::kFloat32Tol};
   def.max_full_reference_flops = 1e30;
-  def.row_reference = fa::Reference{"float64 loop (sampled rows)", float64_loop,
-                                     float32_tol_for_keys(longest_keys(argc, argv, def.cli))};
+  def.row_reference = fa::Reference{"float64 loop (sampled rows)", fa::reference_forward_f64, fa::kFloat32Tol};
   def.extra_report = print_tiles;
   fa::use_gpu_defaults(def);
   return fa::run_stage(argc, argv, def);

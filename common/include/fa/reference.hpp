@@ -26,6 +26,9 @@ struct ReferenceF64 {
   std::vector<double> o, lse;
 };
 ReferenceF64 reference_attention_f64(const Problem& p, const AttentionData& in);
+// The same, rounded to float32 outputs: the reference a stage's harness compares with
+// (the shape of fa::ForwardFn).
+void reference_forward_f64(const Problem& p, const AttentionData& in, AttentionResult& out);
 
 // Which rows to check when a full comparison is too slow or too large: the first and last row of
 // the first and last head (the edges where masks and tails go wrong), the causal rows that see
