@@ -393,14 +393,7 @@ int run_backward_stage(int argc, const char* const* argv, const BackwardStageDef
         r.note = skip;
         rows.push_back(r);
       }
-    if (!opt.json_path.empty()) {
-      try {
-        write_results_json(opt.json_path, def.id, meta, rows);
-      } catch (const UsageError& e) {
-        std::cerr << program << ": error: " << e.what() << "\n";
-        return kExitUsage;
-      }
-    }
+    if (!opt.json_path.empty() && !write_results(program, opt.json_path, def.id, meta, rows)) return kExitUsage;
     return kExitSkipped;
   }
   std::cout << "   on " << meta.device << (meta.cuda_runtime.empty() ? "" : ", CUDA " + meta.cuda_runtime)
@@ -439,45 +432,13 @@ int run_backward_stage(int argc, const char* const* argv, const BackwardStageDef
         continue;
       }
       BackwardResult out;
-      Measurement m;
-      try {
+      const Measurement m = measure([&] {
         out = BackwardResult(p, kPoison);
-        m = v.run(p, data, out, cfg);
-      } catch (const OutOfMemory& e) {
-        m.status = Status::oom;
-        m.note = e.what();
-      } catch (const std::bad_alloc&) {
-        m.status = Status::oom;
-        m.note = "host allocation failed";
-      } catch (const UsageError& e) {
-        m.status = Status::skipped;
-        m.note = e.what();
-      } catch (const std::exception& e) {
-        m.status = Status::failed;
-        m.note = e.what();
-      }
-      r.status = m.status;
-      r.note = m.note;
-      r.median_ms = m.time.median_ms;
-      r.min_ms = m.time.min_ms;
-      r.max_ms = m.time.max_ms;
-      r.reps = m.time.reps;
-      r.peak_bytes = m.peak_bytes;
-      r.extra_bytes = m.extra_bytes;
-      r.split_ms = m.split_ms;
-      r.values = m.values;
+        return v.run(p, data, out, cfg);
+      });
+      record(r, m, p.flops_backward(), bytes_backward_min(p));
       if (opt.flag("--deterministic")) r.values["deterministic"] = 1.0;
-      if (m.status == Status::ok && m.time.median_ms > 0) {
-        r.tflops = p.flops_backward() / (m.time.median_ms * 1e-3) / 1e12;
-        r.gbps = bytes_backward_min(p) / (m.time.median_ms * 1e-3) / 1e9;
-      }
-      std::cout << "   " << v.label() << (v.ours ? "" : " (comparison)") << ": " << to_string(m.status);
-      if (m.status == Status::ok)
-        std::cout << "  backward " << format_value(r.median_ms, ChartUnit::milliseconds) << "  "
-                  << fmt("%.4g", r.tflops) << " TFLOP/s  extra memory (fwd+bwd) " << format_bytes(r.extra_bytes);
-      else
-        std::cout << " (" << m.note << ")";
-      std::cout << "\n";
+      print_measurement(std::cout, v.label(), v.ours, r, "extra memory (fwd+bwd)");
       if (m.status == Status::failed && v.ours) any_failed = true;
 
       if (m.status == Status::ok && v.ours && opt.verify) {
@@ -519,24 +480,9 @@ int run_backward_stage(int argc, const char* const* argv, const BackwardStageDef
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  Table table;
-  table.header = {"B x H, N (q x k)", "variant", "status", "backward", "TFLOP/s", "GB/s (min bytes)",
-                  "extra memory", "verified"};
-  for (const ResultRow& r : rows) {
-    const std::string n = (r.problem.seq_q == r.problem.seq_k
-                               ? std::to_string(r.problem.seq_q)
-                               : std::to_string(r.problem.seq_q) + "x" + std::to_string(r.problem.seq_k));
-    const bool ran = r.status == Status::ok;
-    table.rows.push_back({std::to_string(r.problem.batch) + "x" + std::to_string(r.problem.heads) + ", " + n,
-                          r.stage + " " + r.variant, to_string(r.status),
-                          ran ? format_value(r.median_ms, ChartUnit::milliseconds) : "-",
-                          ran ? fmt("%.3g", r.tflops) : "-", ran ? fmt("%.3g", r.gbps) : "-",
-                          ran ? format_bytes(static_cast<double>(r.extra_bytes)) : "-",
-                          r.verified ? (r.verification_ok ? "PASS" : "FAIL") : "-"});
-  }
   std::cout << "\n== results (backward, D=" << opt.problem.dim << (opt.problem.causal ? ", causal" : "")
             << (paper_shapes ? ", B·N = 16384 tokens, H·D = 2048" : "") << ", " << fmt("%.1f", elapsed) << " s)\n";
-  table.print(std::cout);
+  print_results_table(std::cout, rows, "backward");
 
   std::vector<Series> mem, time, rate;
   for (const BackwardVariant& v : def.variants) {
@@ -556,13 +502,8 @@ int run_backward_stage(int argc, const char* const* argv, const BackwardStageDef
   print_chart(std::cout, "backward TFLOP/s (2.5x the forward's FLOPs)", ChartUnit::tflops, rate);
 
   if (!opt.json_path.empty()) {
-    try {
-      write_results_json(opt.json_path, def.id, meta, rows);
-      std::cout << "\nresults written to " << opt.json_path << "\n";
-    } catch (const UsageError& e) {
-      std::cerr << program << ": error: " << e.what() << "\n";
-      return kExitUsage;
-    }
+    if (!write_results(program, opt.json_path, def.id, meta, rows)) return kExitUsage;
+    std::cout << "\nresults written to " << opt.json_path << "\n";
   }
   std::cout << "\n" << (any_failed ? "FAIL" : "PASS") << ": " << program << "\n";
   return any_failed ? kExitVerifyFailed : kExitOk;

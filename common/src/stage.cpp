@@ -144,6 +144,87 @@ void save_outputs(const std::string& dir, const AttentionResult& out) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Pieces shared with the backward harness
+
+Measurement measure(const std::function<Measurement()>& run) {
+  Measurement m;
+  try {
+    m = run();
+  } catch (const OutOfMemory& e) {
+    m.status = Status::oom;
+    m.note = e.what();
+  } catch (const std::bad_alloc&) {
+    m.status = Status::oom;
+    m.note = "host allocation failed";
+  } catch (const UsageError& e) {
+    m.status = Status::skipped;
+    m.note = e.what();
+  } catch (const std::exception& e) {
+    m.status = Status::failed;
+    m.note = e.what();
+  }
+  return m;
+}
+
+void record(ResultRow& r, const Measurement& m, double flops, double min_bytes) {
+  r.status = m.status;
+  r.note = m.note;
+  r.median_ms = m.time.median_ms;
+  r.min_ms = m.time.min_ms;
+  r.max_ms = m.time.max_ms;
+  r.reps = m.time.reps;
+  r.peak_bytes = m.peak_bytes;
+  r.extra_bytes = m.extra_bytes;
+  r.split_ms = m.split_ms;
+  r.values.insert(m.values.begin(), m.values.end());
+  if (m.status == Status::ok && m.time.median_ms > 0) {
+    r.tflops = flops / (m.time.median_ms * 1e-3) / 1e12;
+    r.gbps = min_bytes / (m.time.median_ms * 1e-3) / 1e9;
+  }
+}
+
+void print_measurement(std::ostream& os, const std::string& label, bool ours, const ResultRow& r,
+                       const std::string& memory_words) {
+  os << "   " << label << (ours ? "" : " (comparison)") << ": " << to_string(r.status);
+  if (r.status == Status::ok)
+    os << "  " << format_value(r.median_ms, ChartUnit::milliseconds) << "  " << fmt("%.3g", r.tflops)
+       << " TFLOP/s  " << memory_words << " " << format_bytes(static_cast<double>(r.extra_bytes));
+  else
+    os << " (" << r.note << ")";
+  os << "\n";
+}
+
+void print_results_table(std::ostream& os, const std::vector<ResultRow>& rows, const std::string& time_header) {
+  Table table;
+  table.header = {"B x H, N (q x k)", "variant", "status", time_header, "TFLOP/s", "GB/s (min bytes)",
+                  "extra memory", "verified"};
+  for (const ResultRow& r : rows) {
+    const Problem& p = r.problem;
+    const std::string n = p.seq_q == p.seq_k ? std::to_string(p.seq_q)
+                                             : std::to_string(p.seq_q) + "x" + std::to_string(p.seq_k);
+    const bool ran = r.status == Status::ok;
+    table.rows.push_back({std::to_string(p.batch) + "x" + std::to_string(p.heads) + ", " + n,
+                          r.stage + " " + r.variant, to_string(r.status),
+                          ran ? format_value(r.median_ms, ChartUnit::milliseconds) : "-",
+                          ran ? fmt("%.3g", r.tflops) : "-", ran ? fmt("%.3g", r.gbps) : "-",
+                          ran ? format_bytes(static_cast<double>(r.extra_bytes)) : "-",
+                          r.verified ? (r.verification_ok ? "PASS" : "FAIL") : "-"});
+  }
+  table.print(os);
+}
+
+bool write_results(const std::string& program, const std::string& path, const std::string& stage,
+                   const RunMetadata& meta, const std::vector<ResultRow>& rows) {
+  try {
+    write_results_json(path, stage, meta, rows);
+    return true;
+  } catch (const UsageError& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The run
 
 namespace {
@@ -218,14 +299,7 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
         r.note = skip;
         rows.push_back(r);
       }
-    if (!opt.json_path.empty()) {
-      try {
-        write_results_json(opt.json_path, def.id, meta, rows);
-      } catch (const UsageError& e) {
-        std::cerr << program << ": error: " << e.what() << "\n";
-        return kExitUsage;
-      }
-    }
+    if (!opt.json_path.empty() && !write_results(program, opt.json_path, def.id, meta, rows)) return kExitUsage;
     return kExitSkipped;
   }
   std::cout << "   on " << meta.device << (meta.cuda_runtime.empty() ? "" : ", CUDA " + meta.cuda_runtime)
@@ -262,43 +336,9 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
         continue;
       }
       AttentionResult out(p, kPoison);
-      Measurement m;
-      try {
-        m = v.run(p, in, out, cfg);
-      } catch (const OutOfMemory& e) {
-        m.status = Status::oom;
-        m.note = e.what();
-      } catch (const std::bad_alloc&) {
-        m.status = Status::oom;
-        m.note = "host allocation failed";
-      } catch (const UsageError& e) {
-        m.status = Status::skipped;
-        m.note = e.what();
-      } catch (const std::exception& e) {
-        m.status = Status::failed;
-        m.note = e.what();
-      }
-      r.status = m.status;
-      r.note = m.note;
-      r.median_ms = m.time.median_ms;
-      r.min_ms = m.time.min_ms;
-      r.max_ms = m.time.max_ms;
-      r.reps = m.time.reps;
-      r.peak_bytes = m.peak_bytes;
-      r.extra_bytes = m.extra_bytes;
-      r.split_ms = m.split_ms;
-      r.values = m.values;
-      if (m.status == Status::ok && m.time.median_ms > 0) {
-        r.tflops = p.flops_forward() / (m.time.median_ms * 1e-3) / 1e12;
-        r.gbps = p.bytes_forward_min() / (m.time.median_ms * 1e-3) / 1e9;
-      }
-      std::cout << "   " << v.label() << (v.ours ? "" : " (comparison)") << ": " << to_string(m.status);
-      if (m.status == Status::ok)
-        std::cout << "  " << format_value(r.median_ms, ChartUnit::milliseconds) << "  "
-                  << fmt("%.3g", r.tflops) << " TFLOP/s  extra memory " << format_bytes(r.extra_bytes);
-      else
-        std::cout << " (" << m.note << ")";
-      std::cout << "\n";
+      const Measurement m = measure([&] { return v.run(p, in, out, cfg); });
+      record(r, m, p.flops_forward(), p.bytes_forward_min());
+      print_measurement(std::cout, v.label(), v.ours, r);
       if (m.status == Status::failed && v.ours) any_failed = true;
 
       if (m.status == Status::ok && v.ours && opt.verify) {
@@ -360,23 +400,8 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  // The table of every case and variant.
-  Table table;
-  table.header = {"N (q x k)", "variant", "status", "median", "TFLOP/s", "GB/s (min bytes)", "extra memory", "verified"};
-  for (const ResultRow& r : rows) {
-    const std::string n = r.problem.seq_q == r.problem.seq_k
-                              ? std::to_string(r.problem.seq_q)
-                              : std::to_string(r.problem.seq_q) + "x" + std::to_string(r.problem.seq_k);
-    const bool ran = r.status == Status::ok;
-    table.rows.push_back({n, r.stage + " " + r.variant, to_string(r.status),
-                          ran ? format_value(r.median_ms, ChartUnit::milliseconds) : "-",
-                          ran ? fmt("%.3g", r.tflops) : "-", ran ? fmt("%.3g", r.gbps) : "-",
-                          ran ? format_bytes(static_cast<double>(r.extra_bytes)) : "-",
-                          r.verified ? (r.verification_ok ? "PASS" : "FAIL") : "-"});
-  }
-  std::cout << "\n== results (" << opt.problem.describe().substr(0, opt.problem.describe().find(" N")) << ", "
-            << fmt("%.1f", elapsed) << " s)\n";
-  table.print(std::cout);
+  std::cout << "\n== results (" << fmt("%.1f", elapsed) << " s)\n";
+  print_results_table(std::cout, rows, "median");
 
   // Charts: this stage against the previous one, memory first: that is the point of the course.
   std::vector<Series> mem, time;
@@ -394,13 +419,8 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
   if (def.extra_report) def.extra_report(std::cout, rows);
 
   if (!opt.json_path.empty()) {
-    try {
-      write_results_json(opt.json_path, def.id, meta, rows);
-      std::cout << "\nresults written to " << opt.json_path << "\n";
-    } catch (const UsageError& e) {
-      std::cerr << program << ": error: " << e.what() << "\n";
-      return kExitUsage;
-    }
+    if (!write_results(program, opt.json_path, def.id, meta, rows)) return kExitUsage;
+    std::cout << "\nresults written to " << opt.json_path << "\n";
   }
   std::cout << "\n" << (any_failed ? "FAIL" : "PASS") << ": " << program << "\n";
   return any_failed ? kExitVerifyFailed : kExitOk;

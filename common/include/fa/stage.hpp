@@ -117,6 +117,23 @@ Tolerance tolerance_for_keys(Tolerance base, std::int64_t nk);
 Verification verify_sampled(const Problem& p, const AttentionData& in, const AttentionResult& got,
                             const ForwardFn& row_forward, Tolerance tol, int count, std::uint64_t seed);
 
+// ---- Pieces of the harness, shared with the backward harness (fa/backward.hpp) -----------------
+
+// Runs one variant at one size. A failure becomes the measurement's status, never a crash:
+// OutOfMemory or bad_alloc → oom, UsageError (a shape the variant cannot run) → skipped, any other
+// exception → failed, each with its message as the note.
+Measurement measure(const std::function<Measurement()>& run);
+// Copies a measurement into its row; TFLOP/s and GB/s from the FLOPs and the minimum bytes.
+void record(ResultRow& row, const Measurement& m, double flops, double min_bytes);
+// One line per run: "   04 flash: ok  1.78 ms  38.7 TFLOP/s  extra memory 0 B", or why not.
+void print_measurement(std::ostream& os, const std::string& label, bool ours, const ResultRow& row,
+                       const std::string& memory_words = "extra memory");
+// The table of every case and variant.
+void print_results_table(std::ostream& os, const std::vector<ResultRow>& rows, const std::string& time_header);
+// Writes the results file; on failure prints "PROGRAM: error: ..." and returns false (exit 2).
+bool write_results(const std::string& program, const std::string& path, const std::string& stage,
+                   const RunMetadata& meta, const std::vector<ResultRow>& rows);
+
 // Loads q.npy, k.npy, v.npy from a folder, checks their shapes against each other, and returns
 // the problem they describe (batch, heads, lengths and dim from the files).
 AttentionData load_inputs(const std::string& dir, Problem& problem);
