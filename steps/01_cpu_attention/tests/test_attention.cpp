@@ -10,8 +10,13 @@
 #include "fa/random.hpp"
 #include "fa/reference.hpp"
 #include "fa/stage.hpp"
+#include "fa/testing.hpp"
 
 namespace {
+
+using fa::testing::problem;
+using fa::testing::Shape;
+constexpr const auto& kShapes = fa::testing::kAwkwardShapes;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
@@ -40,23 +45,6 @@ void check_against_f64(const fa::Problem& p, const fa::AttentionData& in, fa::To
   CHECK_MESSAGE(lse.ok(), lse.summary());
 }
 
-fa::Problem problem(std::int64_t nq, std::int64_t nk, std::int64_t d, bool causal) {
-  fa::Problem p;
-  p.batch = 2;
-  p.heads = 2;
-  p.seq_q = nq;
-  p.seq_k = nk;
-  p.dim = d;
-  p.causal = causal;
-  return p;
-}
-
-// N = 1, lengths that are no multiple of any tile, Nq != Nk both ways, every head dim.
-struct Shape {
-  std::int64_t nq, nk, d;
-};
-const Shape kShapes[] = {{1, 1, 64},   {1, 77, 32},  {77, 1, 16},   {77, 77, 64},   {129, 129, 16},
-                         {129, 77, 128}, {77, 129, 32}, {200, 33, 64}, {33, 200, 128}, {64, 65, 16}};
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <iterator>
 #include <vector>
 
 #include "02_cpu_online_softmax/online_softmax.hpp"
@@ -19,31 +20,24 @@
 #include "fa/random.hpp"
 #include "fa/reference.hpp"
 #include "fa/stage.hpp"
+#include "fa/testing.hpp"
 
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-fa::Problem problem(std::int64_t nq, std::int64_t nk, std::int64_t d, bool causal) {
-  fa::Problem p;
-  p.batch = 2;
-  p.heads = 2;
-  p.seq_q = nq;
-  p.seq_k = nk;
-  p.dim = d;
-  p.causal = causal;
-  return p;
-}
+using fa::testing::problem;
+using fa::testing::Shape;
 
-// The same grid as stages 01/02: N = 1, no multiple of 32 (the tile), Nq != Nk both ways, every D
-// of the course (16, 32, 64, 128), and two more (8, 100: the kernels take any D).
-struct Shape {
-  std::int64_t nq, nk, d;
-};
-const Shape kShapes[] = {{1, 1, 64},   {1, 77, 32},  {77, 1, 16},   {77, 77, 64},   {129, 129, 16},
-                         {129, 77, 128}, {77, 129, 32}, {200, 33, 64}, {33, 200, 128}, {64, 65, 16},
-                         {31, 33, 128}, {32, 32, 32}, {20, 30, 8},  {40, 50, 100}};
+// The grid of every stage (fa/testing.hpp: N = 1, no multiple of 32, the tile here, Nq != Nk both
+// ways, D = 16..128), and four more: tiles of exactly 32 and one short, and D = 8 and 100 (the
+// kernels take any D).
+const std::vector<Shape> kShapes = [] {
+  std::vector<Shape> shapes(std::begin(fa::testing::kAwkwardShapes), std::end(fa::testing::kAwkwardShapes));
+  shapes.insert(shapes.end(), {{31, 33, 128}, {32, 32, 32}, {20, 30, 8}, {40, 50, 100}});
+  return shapes;
+}();
 
 // A device copy of a host vector, and a NaN-poisoned device buffer of n floats.
 fa::DeviceBuffer<float> upload(fa::MemoryMeter& meter, const std::vector<float>& host) {
@@ -190,7 +184,7 @@ TEST_CASE("kernel qk honours a custom scale") {
 }
 
 TEST_CASE("kernel softmax alone: P and LSE against float64, causal and not, large logits, long rows") {
-  std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+  std::vector<Shape> shapes = kShapes;
   shapes.push_back({5, 1000, 16});   // rows longer than the block's 256 threads: the strided loop
   shapes.push_back({300, 257, 16});  // Nq > Nk, causal: the first 43 rows see no key
   std::uint64_t seed = 600;
