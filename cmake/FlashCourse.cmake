@@ -41,6 +41,74 @@ function(fa_warnings target)
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall --expt-relaxed-constexpr -lineinfo>)
 endfunction()
 
+# fa_gpu_stage(ARCHS arch... MIN_CC major.minor)
+# Called at the top of a GPU stage's (or exercise's) CMakeLists.txt, before its targets: every
+# target that folder creates afterwards builds for ARCHS (e.g. 80 90, or 90a for a stage that
+# needs Hopper's wgmma/TMA) and sees FA_MIN_COMPUTE_CAPABILITY=<major*10+minor> (8.0 → 80), the
+# device the stage needs at run time (fa/cuda/stage_arch.cuh; without it the executable exits 77),
+# raised to the oldest architecture it builds for when that is newer (see below).
+# A -DCMAKE_CUDA_ARCHITECTURES given by the user (FA_CUDA_ARCHITECTURES_USER, top-level
+# CMakeLists.txt) narrows ARCHS to the architectures it names, by number: a user's 90 keeps a
+# stage's 90a. native, all, all-major and OFF keep ARCHS; a list that names none of ARCHS keeps
+# them too, with one message, since the stage cannot build for what the user asked.
+# It sets CMAKE_CUDA_ARCHITECTURES in the caller's scope: the default of each new target's
+# CUDA_ARCHITECTURES, so it stops at the folder and does not reach the stage added next.
+function(fa_gpu_stage)
+  cmake_parse_arguments(G "" "MIN_CC" "ARCHS" ${ARGN})
+  if(NOT G_ARCHS OR NOT G_MIN_CC OR G_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "fa_gpu_stage: usage fa_gpu_stage(ARCHS 80 90 MIN_CC 8.0), got (${ARGN})")
+  endif()
+  if(NOT G_MIN_CC MATCHES "^([0-9]+)\\.([0-9])$")
+    message(FATAL_ERROR "fa_gpu_stage: MIN_CC ${G_MIN_CC} is not major.minor (e.g. 8.0)")
+  endif()
+  math(EXPR min_cc "${CMAKE_MATCH_1} * 10 + ${CMAKE_MATCH_2}")
+  foreach(arch IN LISTS G_ARCHS)
+    if(NOT arch MATCHES "^[0-9]+[af]?(-real|-virtual)?$")
+      message(FATAL_ERROR "fa_gpu_stage: ${arch} is not a CUDA architecture (e.g. 80, 90a, 90-real)")
+    endif()
+  endforeach()
+
+  set(archs ${G_ARCHS})
+  set(user ${FA_CUDA_ARCHITECTURES_USER})
+  if(user AND NOT user MATCHES "^(native|all|all-major|OFF)$")
+    # Compared by number: 90a, 90-real, 90a-virtual → 90.
+    set(user_numbers)
+    foreach(arch IN LISTS user)
+      string(REGEX MATCH "^[0-9]+" number "${arch}")
+      list(APPEND user_numbers ${number})
+    endforeach()
+    set(narrowed)
+    foreach(arch IN LISTS G_ARCHS)
+      string(REGEX MATCH "^[0-9]+" number "${arch}")
+      if(number IN_LIST user_numbers)
+        list(APPEND narrowed ${arch})
+      endif()
+    endforeach()
+    if(narrowed)
+      set(archs ${narrowed})
+    else()
+      file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+      message(STATUS "${folder}: needs CUDA architectures ${G_ARCHS}, none of CMAKE_CUDA_ARCHITECTURES=${user}: builds for ${G_ARCHS}")
+    endif()
+  endif()
+
+  # A device older than the oldest architecture built cannot run the stage either (no kernel
+  # image for it; PTX only compiles forward): that raises the run-time minimum, to 9.0 under
+  # -DCMAKE_CUDA_ARCHITECTURES=90, so that an A100 skips with the reason rather than fails.
+  set(oldest)
+  foreach(arch IN LISTS archs)
+    string(REGEX MATCH "^[0-9]+" number "${arch}")
+    if(NOT oldest OR number LESS oldest)
+      set(oldest ${number})
+    endif()
+  endforeach()
+  if(oldest GREATER min_cc)
+    set(min_cc ${oldest})
+  endif()
+  set(CMAKE_CUDA_ARCHITECTURES ${archs} PARENT_SCOPE)
+  add_compile_definitions(FA_MIN_COMPUTE_CAPABILITY=${min_cc})  # the caller's folder (a directory property)
+endfunction()
+
 # fa_add_doctest(NAME name SOURCES ... LIBS ... [LABELS ...] [GPU])
 # A doctest executable registered as one CTest test. GPU tests carry the label `gpu` and report
 # skipped (exit 77) on a machine without a CUDA device.

@@ -1,40 +1,19 @@
+// The float64 backward that the backward stages are verified against, and the verification.
 #include "fa/backward.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <iostream>
 #include <limits>
 #include <set>
 
-#include "fa/chart.hpp"
-#include "fa/npy.hpp"
 #include "fa/random.hpp"
+#include "fa/reference.hpp"
 
 namespace fa {
 
 namespace {
-
-constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 }  // namespace
-
-BackwardData make_backward_inputs(const Problem& p, std::uint64_t seed, InputKind kind) {
-  return {make_inputs(p, seed, kind), make_output_grad(p, seed)};
-}
-
-BackwardResult::BackwardResult(const Problem& p, float fill)
-    : o(q_shape(p), fill), lse(lse_shape(p), fill), dq(q_shape(p), fill), dk(kv_shape(p), fill),
-      dv(kv_shape(p), fill) {}
 
 // ---------------------------------------------------------------------------------------------
 // The float64 reference
@@ -60,7 +39,7 @@ void head_forward_f64(const Problem& p, const MatrixD& q, const MatrixD& k, cons
   }
 }
 
-std::vector<std::int64_t> all_rows(std::int64_t n) {
+std::vector<std::int64_t> all_indices(std::int64_t n) {
   std::vector<std::int64_t> r(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) r[static_cast<std::size_t>(i)] = i;
   return r;
@@ -163,16 +142,6 @@ Tolerance gradient_tolerance(std::span<const double> ref, double rel) {
   return {rel * max_abs, rel};
 }
 
-double BackwardVerification::max_abs() const {
-  return std::max({o.max_abs, lse.max_abs, dq.max_abs, dk.max_abs, dv.max_abs});
-}
-double BackwardVerification::max_rel() const {
-  return std::max({o.max_rel, lse.max_rel, dq.max_rel, dk.max_rel, dv.max_rel});
-}
-double BackwardVerification::rel_frobenius() const {
-  return std::max({o.rel_frobenius, lse.rel_frobenius, dq.rel_frobenius, dk.rel_frobenius, dv.rel_frobenius});
-}
-
 namespace {
 
 // Rows worth checking in one head of length n: both ends, the causal edge, and `count` random ones.
@@ -186,8 +155,8 @@ void append_rows(std::vector<float>& dst, const HostTensor& t, std::int64_t b, s
                  const std::vector<std::int64_t>& rows) {
   const std::int64_t D = t.shape().d;
   for (std::int64_t r : rows) {
-    const float* src = t.data() + t.head_offset(b, h) + r * D;
-    dst.insert(dst.end(), src, src + D);
+    const std::int64_t from = t.head_offset(b, h) + r * D;
+    for (std::int64_t d = 0; d < D; ++d) dst.push_back(t.get(from + d));
   }
 }
 void append_matrix(std::vector<double>& dst, const MatrixD& m) {
@@ -197,8 +166,9 @@ void append_matrix(std::vector<double>& dst, const MatrixD& m) {
 
 }  // namespace
 
-BackwardVerification verify_backward(const Problem& p, const BackwardData& data, const BackwardResult& got, bool full,
-                                     int sampled_rows, std::uint64_t seed, double safety) {
+Verification verify_backward(const Problem& p, const AttentionData& data_any, const AttentionResult& got, bool full,
+                             int sampled_rows, std::uint64_t seed, double safety) {
+  const AttentionData data = as_float32(data_any);
   std::vector<std::pair<std::int64_t, std::int64_t>> heads;
   if (full) {
     for (std::int64_t b = 0; b < p.batch; ++b)
@@ -216,16 +186,16 @@ BackwardVerification verify_backward(const Problem& p, const BackwardData& data,
     // The causal rows that see the fewest keys, and the keys that the fewest queries see.
     const std::int64_t first_seeing_row = -p.causal_offset();
     const std::int64_t last_key_seen = p.seq_k - 1;
-    const auto q_rows = full ? all_rows(p.seq_q) : pick_rows(p.seq_q, first_seeing_row, sampled_rows, rng);
-    const auto k_rows = full ? all_rows(p.seq_k) : pick_rows(p.seq_k, last_key_seen, sampled_rows, rng);
+    const auto q_rows = full ? all_indices(p.seq_q) : pick_rows(p.seq_q, first_seeing_row, sampled_rows, rng);
+    const auto k_rows = full ? all_indices(p.seq_k) : pick_rows(p.seq_k, last_key_seen, sampled_rows, rng);
     q_count = q_rows.size(), k_count = k_rows.size();
-    const HeadGradientsF64 ref = head_backward_f64(p, head_f64(data.in.q, b, h), head_f64(data.in.k, b, h),
-                                                   head_f64(data.in.v, b, h), head_f64(data.d_o, b, h), q_rows, k_rows);
+    const HeadGradientsF64 ref = head_backward_f64(p, head_f64(data.q, b, h), head_f64(data.k, b, h),
+                                                   head_f64(data.v, b, h), head_f64(data.d_o, b, h), q_rows, k_rows);
     append_rows(g_o, got.o, b, h, q_rows);
     append_rows(g_dq, got.dq, b, h, q_rows);
     append_rows(g_dk, got.dk, b, h, k_rows);
     append_rows(g_dv, got.dv, b, h, k_rows);
-    for (std::int64_t r : q_rows) g_lse.push_back(got.lse.data()[(b * p.heads + h) * p.seq_q + r]);
+    for (std::int64_t r : q_rows) g_lse.push_back(got.lse.get((b * p.heads + h) * p.seq_q + r));
     append_matrix(r_o, ref.o);
     append_matrix(r_dq, ref.dq);
     append_matrix(r_dk, ref.dk);
@@ -238,275 +208,31 @@ BackwardVerification verify_backward(const Problem& p, const BackwardData& data,
     max_abs_score = std::max(max_abs_score, ref.max_abs_score);
   }
   const double rel = backward_relative_tolerance(p, max_abs_score, safety);
-  BackwardVerification v;
-  v.o = compare("O", g_o, r_o, Tolerance{rel * bound_o, rel});
-  v.lse = compare("LSE", g_lse, r_lse, kFloat32Tol);
-  v.dq = compare("dQ", g_dq, r_dq, Tolerance{rel * bound_dq, rel});
-  v.dk = compare("dK", g_dk, r_dk, Tolerance{rel * bound_dk, rel});
-  v.dv = compare("dV", g_dv, r_dv, Tolerance{rel * bound_dv, rel});
+  Verification v;
+  v.reports = {compare("dQ", g_dq, r_dq, Tolerance{rel * bound_dq, rel}),
+               compare("dK", g_dk, r_dk, Tolerance{rel * bound_dk, rel}),
+               compare("dV", g_dv, r_dv, Tolerance{rel * bound_dv, rel}),
+               compare("O", g_o, r_o, Tolerance{rel * bound_o, rel}), compare("LSE", g_lse, r_lse, kFloat32Tol)};
   v.how = full ? "all rows" : std::to_string(heads.size()) + " heads, " + std::to_string(q_count) + " query rows and " +
                                   std::to_string(k_count) + " key rows each";
+  v.against = "float64 backward (" + v.how + ")";
   return v;
 }
 
-BackwardVerification compare_backward(const BackwardResult& got, const BackwardResult& ref, double grad_rel_tol) {
-  auto widen = [](const HostTensor& t) { return std::vector<double>(t.values().begin(), t.values().end()); };
-  BackwardVerification v;
-  v.o = compare("O", got.o.values(), ref.o.values(), kFloat32Tol);
-  v.lse = compare("LSE", got.lse.values(), ref.lse.values(), kFloat32Tol);
+Verification compare_backward(const AttentionResult& got, const AttentionResult& ref, double grad_rel_tol) {
+  auto widen = [](const HostTensor& t) {
+    const std::vector<float> f = t.to_float();
+    return std::vector<double>(f.begin(), f.end());
+  };
+  Verification v;
   const auto dq = widen(ref.dq), dk = widen(ref.dk), dv = widen(ref.dv);
-  v.dq = compare("dQ", got.dq.values(), dq, gradient_tolerance(dq, grad_rel_tol));
-  v.dk = compare("dK", got.dk.values(), dk, gradient_tolerance(dk, grad_rel_tol));
-  v.dv = compare("dV", got.dv.values(), dv, gradient_tolerance(dv, grad_rel_tol));
+  v.reports = {compare("dQ", got.dq.to_float(), dq, gradient_tolerance(dq, grad_rel_tol)),
+               compare("dK", got.dk.to_float(), dk, gradient_tolerance(dk, grad_rel_tol)),
+               compare("dV", got.dv.to_float(), dv, gradient_tolerance(dv, grad_rel_tol)),
+               compare("O", got.o.to_float(), ref.o.to_float(), kFloat32Tol),
+               compare("LSE", got.lse.values(), ref.lse.values(), kFloat32Tol)};
   v.how = "all rows";
   return v;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Files
-
-double bytes_backward_min(const Problem& p) {
-  return 4.0 * (4.0 * static_cast<double>(p.q_elements()) + 4.0 * static_cast<double>(p.kv_elements()) +
-                static_cast<double>(p.lse_elements()));
-}
-
-BackwardData load_backward_inputs(const std::string& dir, Problem& problem, std::uint64_t seed,
-                                  bool* generated_do) {
-  BackwardData d;
-  d.in = load_inputs(dir, problem);
-  const std::filesystem::path path = std::filesystem::path(dir) / "do.npy";
-  if (generated_do) *generated_do = false;
-  if (!std::filesystem::exists(path)) {
-    d.d_o = make_output_grad(problem, seed);
-    if (generated_do) *generated_do = true;
-    return d;
-  }
-  d.d_o = read_npy_tensor(path.string());
-  if (!(d.d_o.shape() == d.in.q.shape())) throw UsageError("--load: do.npy must have the shape of q.npy");
-  return d;
-}
-
-void save_backward_outputs(const std::string& dir, const BackwardResult& out) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw UsageError("--save " + dir + ": " + ec.message());
-  const std::filesystem::path base(dir);
-  write_npy_tensor((base / "o.npy").string(), out.o);
-  write_npy_lse((base / "lse.npy").string(), out.lse);
-  write_npy_tensor((base / "dq.npy").string(), out.dq);
-  write_npy_tensor((base / "dk.npy").string(), out.dk);
-  write_npy_tensor((base / "dv.npy").string(), out.dv);
-}
-
-namespace {
-void save_upstream_gradient(const std::string& dir, const HostTensor& d_o) {
-  write_npy_tensor((std::filesystem::path(dir) / "do.npy").string(), d_o);
-}
-}  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// The harness
-
-namespace {
-
-void print_verification(const BackwardVerification& v, const std::string& against) {
-  std::cout << "      verified against " << against << " (" << v.how << "): " << (v.ok() ? "PASS" : "FAIL") << "\n";
-  for (const CompareReport* r : {&v.dq, &v.dk, &v.dv, &v.o, &v.lse}) std::cout << "        " << r->summary() << "\n";
-}
-
-}  // namespace
-
-int run_backward_stage(int argc, const char* const* argv, const BackwardStageDefinition& def) {
-  const std::string program = def.cli.program;
-  Options opt;
-  try {
-    opt = parse_cli(argc, argv, def.cli);
-  } catch (const UsageError& e) {
-    std::cerr << program << ": error: " << e.what() << "\n";
-    return kExitUsage;
-  }
-  if (opt.help) {
-    std::cout << usage(def.cli);
-    return kExitOk;
-  }
-  const bool paper_shapes = opt.flag("--paper-shapes");
-  if (paper_shapes && !opt.load_dir.empty()) {
-    std::cerr << program << ": error: --paper-shapes and --load cannot be combined\n";
-    return kExitUsage;
-  }
-  if (paper_shapes && (2048 % opt.problem.dim != 0)) {
-    std::cerr << program << ": error: --paper-shapes needs D dividing 2048 (hidden size), not D = " << opt.problem.dim
-              << "\n";
-    return kExitUsage;
-  }
-
-  RunMetadata meta = def.metadata ? def.metadata(opt.command_line) : host_metadata(opt.command_line);
-  RunConfig cfg;
-  cfg.warmup = opt.warmup >= 0 ? opt.warmup : def.default_warmup;
-  cfg.reps = opt.reps > 0 ? opt.reps : def.default_reps;
-  cfg.mem_limit_bytes = static_cast<std::int64_t>(
-      (opt.mem_limit_gb > 0 ? opt.mem_limit_gb : def.default_mem_limit_gb) * 1024.0 * 1024.0 * 1024.0);
-  cfg.options = &opt;
-  std::cout << "== " << program << " — " << def.cli.summary << "\n";
-
-  BackwardData loaded;
-  if (!opt.load_dir.empty()) {
-    try {
-      bool generated_do = false;
-      loaded = load_backward_inputs(opt.load_dir, opt.problem, opt.seed, &generated_do);
-      if (generated_do)
-        std::cout << "   " << opt.load_dir << " has no do.npy: dO drawn with seed " << opt.seed
-                  << " (saved as do.npy with --save)\n";
-      if (!def.cli.dims.empty() &&
-          std::find(def.cli.dims.begin(), def.cli.dims.end(), opt.problem.dim) == def.cli.dims.end())
-        throw UsageError("--load: D = " + std::to_string(opt.problem.dim) + " is not supported by " + program);
-    } catch (const UsageError& e) {
-      std::cerr << program << ": error: " << e.what() << "\n";
-      return kExitUsage;
-    }
-    opt.sizes = {{opt.problem.seq_q, opt.problem.seq_k}};
-  }
-  auto problem_of = [&](std::size_t c) {
-    Problem p = opt.problem;
-    p.seq_q = opt.sizes[c].first;
-    p.seq_k = opt.sizes[c].second;
-    if (paper_shapes) {  // batch·N = 16384 tokens, heads·D = 2048 (the FlashAttention papers' shapes)
-      p.batch = std::max<std::int64_t>(1, 16384 / std::max(p.seq_q, p.seq_k));
-      p.heads = 2048 / p.dim;
-    }
-    return p;
-  };
-
-  std::vector<ResultRow> rows;
-  const std::string skip = def.skip_reason ? def.skip_reason() : std::string();
-  if (!skip.empty()) {
-    std::cout << "skipped: " << skip << "\n";
-    for (std::size_t c = 0; c < opt.sizes.size(); ++c)
-      for (const BackwardVariant& v : def.variants) {
-        ResultRow r;
-        r.stage = v.stage;
-        r.variant = v.name;
-        r.pass = "bwd";
-        r.problem = problem_of(c);
-        r.dtype = opt.dtype;
-        r.status = Status::skipped;
-        r.note = skip;
-        rows.push_back(r);
-      }
-    if (!opt.json_path.empty() && !write_results(program, opt.json_path, def.id, meta, rows)) return kExitUsage;
-    return kExitSkipped;
-  }
-  std::cout << "   on " << meta.device << (meta.cuda_runtime.empty() ? "" : ", CUDA " + meta.cuda_runtime)
-            << "; timing the backward: " << cfg.warmup << " warm-up, median of " << cfg.reps << "+ runs\n";
-
-  bool any_failed = false;
-  const auto start = std::chrono::steady_clock::now();
-  for (std::size_t c = 0; c < opt.sizes.size(); ++c) {
-    const Problem p = problem_of(c);
-    const std::uint64_t seed = opt.seed + 7919 * c;
-    BackwardData data;
-    try {
-      data = opt.load_dir.empty() ? make_backward_inputs(p, seed, opt.inputs) : std::move(loaded);
-    } catch (const std::bad_alloc&) {
-      std::cout << "\n-- case " << c + 1 << ": " << p.describe() << ": the host inputs do not fit, skipped\n";
-      continue;
-    }
-    std::cout << "\n-- case " << c + 1 << " of " << opt.sizes.size() << ": " << p.describe() << ", "
-              << (opt.load_dir.empty() ? std::string(to_string(opt.inputs)) + " inputs, seed " + std::to_string(seed)
-                                       : "inputs from " + opt.load_dir)
-              << "\n";
-    bool saved = false;
-    for (const BackwardVariant& v : def.variants) {
-      if (!opt.variant.empty() && v.ours && v.name != opt.variant) continue;
-      ResultRow r;
-      r.stage = v.stage;
-      r.variant = v.name;
-      r.pass = "bwd";
-      r.problem = p;
-      r.dtype = opt.dtype;
-      if (v.max_seq > 0 && std::max(p.seq_q, p.seq_k) > v.max_seq) {
-        r.status = Status::skipped;
-        r.note = "longer than this variant's sweep limit N=" + std::to_string(v.max_seq);
-        std::cout << "   " << v.label() << ": skipped (" << r.note << ")\n";
-        rows.push_back(r);
-        continue;
-      }
-      BackwardResult out;
-      const Measurement m = measure([&] {
-        out = BackwardResult(p, kPoison);
-        return v.run(p, data, out, cfg);
-      });
-      record(r, m, p.flops_backward(), bytes_backward_min(p));
-      if (opt.flag("--deterministic")) r.values["deterministic"] = 1.0;
-      print_measurement(std::cout, v.label(), v.ours, r, "extra memory (fwd+bwd)");
-      if (m.status == Status::failed && v.ours) any_failed = true;
-
-      if (m.status == Status::ok && v.ours && opt.verify) {
-        try {
-          const bool full = p.flops_backward() <= def.max_full_reference_flops;
-          const BackwardVerification ver =
-              verify_backward(p, data, out, full, def.sampled_rows, seed, def.tolerance_safety);
-          print_verification(ver, def.reference_name);
-          r.verified = true;
-          r.verification_ok = ver.ok();
-          r.reference = def.reference_name;
-          r.verification = ver.how;
-          r.max_abs_error = ver.max_abs();
-          r.max_rel_error = ver.max_rel();
-          r.rel_error = ver.rel_frobenius();
-          if (!ver.ok()) any_failed = true;
-        } catch (const std::exception& e) {
-          std::cout << "      verification could not run: " << e.what() << "\n";
-          r.verified = true;
-          r.verification_ok = false;
-          r.reference = def.reference_name;
-          r.verification = std::string("error: ") + e.what();
-          any_failed = true;
-        }
-      }
-      if (m.status == Status::ok && v.ours && !saved && !opt.save_dir.empty()) {
-        try {
-          save_backward_outputs(opt.save_dir, out);
-          save_upstream_gradient(opt.save_dir, data.d_o);  // the dO these gradients belong to
-          std::cout << "      saved o, lse, dq, dk, dv (and the do) .npy to " << opt.save_dir << "\n";
-          saved = true;
-        } catch (const UsageError& e) {
-          std::cerr << program << ": error: " << e.what() << "\n";
-          return kExitUsage;
-        }
-      }
-      rows.push_back(r);
-    }
-  }
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  std::cout << "\n== results (backward, D=" << opt.problem.dim << (opt.problem.causal ? ", causal" : "")
-            << (paper_shapes ? ", B·N = 16384 tokens, H·D = 2048" : "") << ", " << fmt("%.1f", elapsed) << " s)\n";
-  print_results_table(std::cout, rows, "backward");
-
-  std::vector<Series> mem, time, rate;
-  for (const BackwardVariant& v : def.variants) {
-    Series sm{v.label() + (v.ours ? "" : " (comparison)"), {}}, st = sm, sr = sm;
-    for (const ResultRow& r : rows)
-      if (r.stage == v.stage && r.variant == v.name && r.status == Status::ok) {
-        const double n = static_cast<double>(r.problem.seq_k);
-        sm.points.emplace_back(n, static_cast<double>(r.extra_bytes));
-        st.points.emplace_back(n, r.median_ms);
-        sr.points.emplace_back(n, r.tflops);
-      }
-    if (!sm.points.empty()) mem.push_back(sm), time.push_back(st), rate.push_back(sr);
-  }
-  print_chart(std::cout, "memory beyond inputs, outputs and gradients (forward + backward), measured",
-              ChartUnit::bytes, mem);
-  print_chart(std::cout, "backward time, median", ChartUnit::milliseconds, time);
-  print_chart(std::cout, "backward TFLOP/s (2.5x the forward's FLOPs)", ChartUnit::tflops, rate);
-
-  if (!opt.json_path.empty()) {
-    if (!write_results(program, opt.json_path, def.id, meta, rows)) return kExitUsage;
-    std::cout << "\nresults written to " << opt.json_path << "\n";
-  }
-  std::cout << "\n" << (any_failed ? "FAIL" : "PASS") << ": " << program << "\n";
-  return any_failed ? kExitVerifyFailed : kExitOk;
 }
 
 }  // namespace fa

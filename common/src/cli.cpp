@@ -1,15 +1,14 @@
 #include "fa/cli.hpp"
 
-#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <sstream>
 
 namespace fa {
-
-bool Options::flag(const std::string& name) const {
-  return std::find(set_flags.begin(), set_flags.end(), name) != set_flags.end();
-}
 
 std::int64_t parse_size(const std::string& text, const std::string& flag) {
   std::string digits = text;
@@ -20,7 +19,7 @@ std::int64_t parse_size(const std::string& text, const std::string& flag) {
   const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
   if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size() || value < 1 ||
       value > (std::int64_t{1} << 40) / mult)
-    throw UsageError(flag + " expects a positive integer (k and M suffixes allowed), got '" + text + "'");
+    throw UsageError(flag + " expects a positive integer up to 2^40 (k and M suffixes allowed), got '" + text + "'");
   return value * mult;
 }
 
@@ -33,165 +32,140 @@ std::vector<std::int64_t> parse_size_list(const std::string& text, const std::st
   return out;
 }
 
-namespace {
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
-float parse_float(const std::string& text, const std::string& flag) {
-  try {
-    std::size_t used = 0;
-    const float v = std::stof(text, &used);
-    if (used != text.size()) throw std::invalid_argument(text);
-    return v;
-  } catch (const std::exception&) {
-    throw UsageError(flag + " expects a number, got '" + text + "'");
+void check_writable_file(const std::string& path, const std::string& flag) {
+  const std::filesystem::path file(path);
+  std::error_code ec;
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  if (ec) throw UsageError(flag + " " + path + ": cannot create its folder (" + ec.message() + ")");
+  if (std::filesystem::is_directory(file, ec)) throw UsageError(flag + " " + path + ": is a folder");
+  const bool existed = std::filesystem::exists(file, ec);
+  {
+    std::ofstream probe(path, std::ios::app);  // opens without truncating what is there
+    if (!probe) throw UsageError(flag + " " + path + ": cannot open for writing");
   }
+  if (!existed) std::filesystem::remove(file, ec);
 }
 
-}  // namespace
+void check_writable_dir(const std::string& dir, const std::string& flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    throw UsageError(flag + " " + dir + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
+  check_writable_file((std::filesystem::path(dir) / ".fa_write_probe").string(), flag);
+}
 
-std::string usage(const CliSpec& spec) {
-  std::ostringstream s;
+StageCli::StageCli(CliSpec spec) : spec_(std::move(spec)), app_(std::make_unique<CLI::App>()) {
+  options_.problem = spec_.defaults;
+  CLI::App& a = *app_;
+  a.name(spec_.program);
+  a.description(spec_.summary);
   std::string sweep;
-  for (auto n : spec.default_sweep) sweep += (sweep.empty() ? "" : ",") + std::to_string(n);
-  s << spec.program << " — " << spec.summary << "\n\n"
-    << "usage: " << spec.program << " [options]\n\n"
-    << "problem (tensors are [B, H, N, D], float32, contiguous):\n"
-    << "  --batch B            batch size (default " << spec.defaults.batch << ")\n"
-    << "  --heads H            heads (default " << spec.defaults.heads << ")\n"
-    << "  --seq N              one sequence length for queries and keys (instead of a sweep)\n"
-    << "  --seq-q NQ --seq-k NK  different query and key lengths\n"
-    << "  --dim D              head dimension (default " << spec.defaults.dim << ")";
-  if (!spec.dims.empty()) {
-    s << "; supported:";
-    for (auto d : spec.dims) s << " " << d;
+  for (auto n : spec_.default_sweep) sweep += (sweep.empty() ? "" : ",") + std::to_string(n);
+  std::string dtypes, dims;
+  for (DType t : spec_.supports.dtypes) dtypes += (dtypes.empty() ? "" : ", ") + std::string(to_string(t));
+  for (auto d : spec_.supports.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  a.footer("exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 77 skipped (no suitable CUDA device)" +
+           (spec_.notes.empty() ? std::string() : "\n\n" + spec_.notes));
+  a.get_formatter()->column_width(26);
+
+  Problem& p = options_.problem;
+  // Sizes accept k and M suffixes (--seq 16k), so they are parsed by parse_size, not by CLI11.
+  auto size_option = [&a](const std::string& name, std::int64_t& target, const std::string& help) {
+    a.add_option_function<std::string>(
+         name, [&target, name](const std::string& text) { target = parse_size(text, name); }, help)
+        ->group("problem");
+  };
+  size_option("--batch", p.batch, "batch size B (default " + std::to_string(p.batch) + ")");
+  size_option("--heads", p.heads, "query heads H (default " + std::to_string(p.heads) + ")");
+  size_option("--heads-kv", p.heads_kv, "key/value heads Hkv (H a multiple of it; default H)");
+  a.add_option("--seq", seq_, "one length N for queries and keys (instead of a sweep)")->group("problem");
+  a.add_option("--seq-q", seq_q_, "query length Nq")->group("problem");
+  a.add_option("--seq-k", seq_k_, "key length Nk")->group("problem");
+  a.add_option("--seq-lens", seq_lens_, "a packed variable-length batch: L1,L2,... (stage 10)")->group("problem");
+  size_option("--dim", p.dim,
+              "head dimension D (default " + std::to_string(p.dim) + (dims.empty() ? "" : "; supported: " + dims) + ")");
+  a.add_flag("--causal", p.causal, "query i sees key j iff j <= i + (Nk - Nq)")->group("problem");
+  a.add_option("--scale", p.scale, "softmax scale (default 1/sqrt(D))")->group("problem");
+  a.add_option("--dtype", dtype_, "element type: " + dtypes)->capture_default_str()->group("problem");
+  a.add_option("--seed", options_.seed, "seed of the random inputs")->capture_default_str()->group("problem");
+  a.add_option("--inputs", inputs_, "normal | large-logits | ramp")->capture_default_str()->group("problem");
+  a.add_option("--sweep", sweep_, "sequence lengths to run (default " + sweep + "; k and M suffixes)")->group("run");
+  a.add_option("--reps", options_.reps, "timed repetitions per case (median reported)")->group("run");
+  a.add_option("--warmup", options_.warmup, "untimed runs before timing")->group("run");
+  a.add_flag("--no-verify{false}", options_.verify, "skip the verification")->group("run");
+  a.add_option("--mem-limit-gb", options_.mem_limit_gb, "treat allocations beyond G GiB as out of memory")
+      ->group("run");
+  if (!spec_.variants.empty()) {
+    std::string names;
+    for (const auto& v : spec_.variants) names += (names.empty() ? "" : ", ") + v;
+    a.add_option("--variant", options_.variant, "run only one of: " + names)
+        ->check(CLI::IsMember(spec_.variants))->group("run");
   }
-  s << "\n"
-    << "  --causal             query i sees key j iff j <= i + (Nk - Nq)\n"
-    << "  --scale S            softmax scale (default 1/sqrt(D))\n"
-    << "  --dtype T            " << join(spec.dtypes) << " (default " << spec.dtypes.front() << ")\n"
-    << "  --seed S             seed of the random inputs (default 2024)\n"
-    << "  --inputs KIND        normal | large-logits | ramp (default normal)\n\n"
-    << "run:\n"
-    << "  --sweep N1,N2,...    sequence lengths to run (default " << sweep << "; k and M suffixes ok)\n"
-    << "  --reps R             timed repetitions per case (median reported)\n"
-    << "  --warmup W           untimed runs before timing\n"
-    << "  --no-verify          skip the comparison with the reference\n"
-    << "  --mem-limit-gb G     treat allocations beyond G GiB as out of memory\n";
-  if (!spec.variants.empty()) s << "  --variant NAME       run only one of: " << join(spec.variants) << "\n";
-  for (const auto& f : spec.extra_flags) s << "  " << f << "\n";
-  s << "\nfiles:\n"
-    << "  --load DIR           read q.npy k.npy v.npy ([B,H,N,D], float32 or float16)\n"
-    << "  --save DIR           write o.npy and lse.npy (float32) of a single-size run\n"
-    << "  --json FILE          write the results (one object per measured case)\n"
-    << "  --help               this text\n\n"
-    << "exit codes: 0 ok, 1 verification failed, 2 bad usage or input, 77 skipped (no CUDA device)\n";
-  if (!spec.notes.empty()) s << "\n" << spec.notes << "\n";
-  return s.str();
+  a.add_option("--load", options_.load_dir, "read q.npy k.npy v.npy ([B,H,N,D], float32 or float16)")->group("files");
+  a.add_option("--save", options_.save_dir, "write o.npy and lse.npy (float32) of a single-size run")->group("files");
+  a.add_option("--json", options_.json_path, "write the results (one object per measured case)")->group("files");
 }
 
-Options parse_cli(int argc, const char* const* argv, const CliSpec& spec) {
-  Options o;
-  o.problem = spec.defaults;
-  for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + std::string(argv[i]);
-
-  std::int64_t seq = 0, seq_q = 0, seq_k = 0;
-  std::vector<std::int64_t> sweep;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_inline = false;
-    if (const auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_inline = true;
-    }
-    auto next = [&]() -> std::string {
-      if (has_inline) return value;
-      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
-      return argv[++i];
-    };
-    auto no_value = [&] {
-      if (has_inline) throw UsageError(arg + " takes no value");
-    };
-    if (arg == "--help" || arg == "-h") { no_value(); o.help = true; }
-    else if (arg == "--batch") o.problem.batch = parse_size(next(), arg);
-    else if (arg == "--heads") o.problem.heads = parse_size(next(), arg);
-    else if (arg == "--seq") seq = parse_size(next(), arg);
-    else if (arg == "--seq-q") seq_q = parse_size(next(), arg);
-    else if (arg == "--seq-k") seq_k = parse_size(next(), arg);
-    else if (arg == "--dim") o.problem.dim = parse_size(next(), arg);
-    else if (arg == "--causal") { no_value(); o.problem.causal = true; }
-    else if (arg == "--scale") {
-      const float s = parse_float(next(), arg);
-      if (!(s > 0.0f) || !std::isfinite(s)) throw UsageError("--scale must be a positive finite number");
-      o.problem.scale = s;
-    }
-    else if (arg == "--dtype") o.dtype = next();
-    else if (arg == "--seed") o.seed = static_cast<std::uint64_t>(parse_size(next(), arg));
-    else if (arg == "--inputs") o.inputs = parse_input_kind(next());
-    else if (arg == "--sweep") sweep = parse_size_list(next(), arg);
-    else if (arg == "--reps") o.reps = static_cast<int>(std::min<std::int64_t>(parse_size(next(), arg), 100000));
-    else if (arg == "--warmup") {
-      const std::string v = next();
-      o.warmup = v == "0" ? 0 : static_cast<int>(std::min<std::int64_t>(parse_size(v, arg), 1000));
-    }
-    else if (arg == "--no-verify") { no_value(); o.verify = false; }
-    else if (arg == "--load") o.load_dir = next();
-    else if (arg == "--save") o.save_dir = next();
-    else if (arg == "--json") o.json_path = next();
-    else if (arg == "--mem-limit-gb") {
-      o.mem_limit_gb = parse_float(next(), arg);
-      if (!(o.mem_limit_gb > 0)) throw UsageError("--mem-limit-gb must be positive");
-    }
-    else if (arg == "--variant" && !spec.variants.empty()) {
-      o.variant = next();
-      if (std::find(spec.variants.begin(), spec.variants.end(), o.variant) == spec.variants.end())
-        throw UsageError("--variant must be one of " + join(spec.variants) + ", got '" + o.variant + "'");
-    }
-    else if (std::find(spec.extra_flags.begin(), spec.extra_flags.end(), arg) != spec.extra_flags.end()) {
-      no_value();
-      o.set_flags.push_back(arg);
-    }
-    else throw UsageError("unknown option '" + arg + "' (see --help)");
+std::optional<int> StageCli::parse(int argc, const char* const* argv) {
+  options_.command_line.clear();
+  for (int i = 0; i < argc; ++i) options_.command_line += (i ? " " : "") + std::string(argv[i]);
+  try {
+    app_->parse(argc, argv);
+    finish();
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app_->help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << spec_.program << ": error: " << e.what() << " (see --help)\n";
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << spec_.program << ": error: " << e.what() << "\n";
+    return 2;
   }
-  if (o.help) return o;
+  return std::nullopt;
+}
 
-  if (std::find(spec.dtypes.begin(), spec.dtypes.end(), o.dtype) == spec.dtypes.end())
-    throw UsageError("--dtype must be one of " + join(spec.dtypes) + " for " + spec.program + ", got '" + o.dtype + "'");
-  if (!spec.dims.empty() && std::find(spec.dims.begin(), spec.dims.end(), o.problem.dim) == spec.dims.end()) {
-    std::string dims;
-    for (auto d : spec.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-    throw UsageError("--dim " + std::to_string(o.problem.dim) + " is not supported by " + spec.program +
-                     " (supported: " + dims + ")");
-  }
+void StageCli::finish() {
+  RunOptions& o = options_;
+  Problem& p = o.problem;
+  p.dtype = parse_dtype(dtype_);
+  o.inputs = parse_input_kind(inputs_);
+  if (!seq_lens_.empty()) p.seq_lens = parse_size_list(seq_lens_, "--seq-lens");
+  if (o.reps < 0 || o.reps > 100000) throw UsageError("--reps must be in 1..100000");
+  if (o.warmup < -1 || o.warmup > 1000) throw UsageError("--warmup must be in 0..1000");
+  if (o.mem_limit_gb < 0 || !std::isfinite(o.mem_limit_gb)) throw UsageError("--mem-limit-gb must be positive");
+  if (!std::isfinite(p.scale) || p.scale < 0) throw UsageError("--scale must be a positive finite number");
+
+  const std::int64_t seq = seq_.empty() ? 0 : parse_size(seq_, "--seq");
+  std::int64_t seq_q = seq_q_.empty() ? 0 : parse_size(seq_q_, "--seq-q");
+  std::int64_t seq_k = seq_k_.empty() ? 0 : parse_size(seq_k_, "--seq-k");
+  const std::vector<std::int64_t> sweep = sweep_.empty() ? std::vector<std::int64_t>{} : parse_size_list(sweep_, "--sweep");
   if (seq && (seq_q || seq_k)) throw UsageError("give either --seq or --seq-q/--seq-k, not both");
   if (!sweep.empty() && seq) throw UsageError("give either --seq or --sweep, not both");
   if (seq) seq_q = seq_k = seq;
 
+  o.sizes.clear();
   if (!o.load_dir.empty()) {
     if (!sweep.empty() || seq_q || seq_k) throw UsageError("--load takes its shapes from the files; drop --seq/--sweep");
-    o.sizes.clear();  // filled by the loader
   } else if (!sweep.empty()) {
     for (auto n : sweep) o.sizes.emplace_back(seq_q ? seq_q : n, seq_k ? seq_k : n);
   } else if (seq_q || seq_k) {
     o.sizes.emplace_back(seq_q ? seq_q : seq_k, seq_k ? seq_k : seq_q);
   } else {
-    for (auto n : spec.default_sweep) o.sizes.emplace_back(n, n);
+    for (auto n : spec_.default_sweep) o.sizes.emplace_back(n, n);
   }
   if (!o.save_dir.empty() && o.load_dir.empty() && o.sizes.size() != 1)
     throw UsageError("--save writes one case: give --seq (or --seq-q/--seq-k) or --load");
-  Problem check = o.problem;
+  Problem check = p;
   for (const auto& [nq, nk] : o.sizes) {
     check.seq_q = nq;
     check.seq_k = nk;
-    check.validate();
+    check.require(spec_.supports);
   }
-  return o;
+  if (o.sizes.empty()) p.require(spec_.supports);  // --load: the files' sizes are checked later
+  // The output files, before a long run rather than after it.
+  if (!o.json_path.empty()) check_writable_file(o.json_path, "--json");
+  if (!o.save_dir.empty()) check_writable_dir(o.save_dir, "--save");
 }
 
 }  // namespace fa

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace fa {
+
+const char* to_string(Pass pass) { return pass == Pass::forward ? "fwd" : "bwd"; }
 
 float Problem::softmax_scale() const {
   return scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(dim));
@@ -17,9 +20,14 @@ std::int64_t Problem::keys_visible(std::int64_t i) const {
 
 double Problem::visible_pairs_per_head() const {
   if (!causal) return static_cast<double>(seq_q) * static_cast<double>(seq_k);
-  double pairs = 0;
-  for (std::int64_t i = 0; i < seq_q; ++i) pairs += static_cast<double>(keys_visible(i));
-  return pairs;
+  // Rows i < Nq - Nk see nothing; row i sees min(i + Nk - Nq + 1, Nk) keys: a closed form, so
+  // that a problem of 10^9 rows costs no loop.
+  const double nq = static_cast<double>(seq_q), nk = static_cast<double>(seq_k);
+  // Row i sees i - (Nq - Nk) + 1 keys (never more than Nk, since i < Nq), or none.
+  const double first_seeing = std::max(0.0, nq - nk);          // the first row that sees a key
+  const double rows = nq - first_seeing;                        // rows that see at least one key
+  const double first_count = first_seeing - (nq - nk) + 1.0;   // keys seen by the first of them
+  return rows * first_count + rows * (rows - 1.0) / 2.0;
 }
 
 double Problem::flops_forward() const {
@@ -29,18 +37,41 @@ double Problem::flops_forward() const {
   return 4.0 * batch * heads * visible_pairs_per_head() * dim;
 }
 
-double Problem::bytes_forward_min() const {
-  return 4.0 * (2.0 * q_elements() + 2.0 * kv_elements() + lse_elements());
+double Problem::bytes_io(Pass pass) const {
+  const double e = static_cast<double>(size_of(dtype));
+  const double q = static_cast<double>(q_elements()), kv = static_cast<double>(kv_elements());
+  const double lse = 4.0 * static_cast<double>(lse_elements());
+  if (pass == Pass::forward) return e * (2 * q + 2 * kv) + lse;  // Q, K, V, O, LSE
+  return e * (4 * q + 4 * kv) + lse;                             // and dO, dQ, dK, dV
 }
+
+double Problem::bytes_min(Pass pass) const { return bytes_io(pass); }
 
 std::string Problem::describe() const {
   std::ostringstream s;
   s << "B=" << batch << " H=" << heads;
+  if (kv_heads() != heads) s << " Hkv=" << kv_heads();
   if (seq_q == seq_k) s << " N=" << seq_q;
   else s << " Nq=" << seq_q << " Nk=" << seq_k;
   s << " D=" << dim << (causal ? " causal" : "");
+  if (dtype != DType::float32) s << " " << to_string(dtype);
   return s.str();
 }
+
+namespace {
+
+// a·b·c·... without overflow: false when the product passes 2^62.
+bool product_fits(std::initializer_list<std::int64_t> factors, std::int64_t& out) {
+  constexpr std::int64_t kMax = std::int64_t{1} << 62;
+  out = 1;
+  for (std::int64_t f : factors) {
+    if (f != 0 && out > kMax / f) return false;
+    out *= f;
+  }
+  return true;
+}
+
+}  // namespace
 
 void Problem::validate() const {
   auto positive = [](std::int64_t v, const char* name) {
@@ -51,8 +82,39 @@ void Problem::validate() const {
   positive(seq_q, "--seq-q");
   positive(seq_k, "--seq-k");
   positive(dim, "--dim");
+  if (heads_kv < 0 || (heads_kv > 0 && heads % heads_kv != 0))
+    throw UsageError("--heads " + std::to_string(heads) + " must be a multiple of --heads-kv " +
+                     std::to_string(heads_kv));
   if (!std::isfinite(scale) || scale < 0.0f)
     throw UsageError("--scale must be a positive finite number (or 0 for 1/sqrt(D))");
+  std::int64_t n = 0;
+  if (!product_fits({batch, heads, seq_q, dim}, n) || !product_fits({batch, kv_heads(), seq_k, dim}, n))
+    throw UsageError("B·H·N·D (" + std::to_string(batch) + "·" + std::to_string(heads) + "·" +
+                     std::to_string(std::max(seq_q, seq_k)) + "·" + std::to_string(dim) +
+                     ") elements do not fit 64-bit sizes");
+  if (!product_fits({batch, heads, seq_q, seq_k}, n))
+    throw UsageError("B·H·Nq·Nk (" + std::to_string(batch) + "·" + std::to_string(heads) + "·" +
+                     std::to_string(seq_q) + "·" + std::to_string(seq_k) + ") does not fit 64-bit sizes");
+  for (std::int64_t len : seq_lens) positive(len, "--seq-lens");
+}
+
+void Problem::require(const Supports& s) const {
+  validate();
+  if (std::find(s.dtypes.begin(), s.dtypes.end(), dtype) == s.dtypes.end()) {
+    std::string names;
+    for (DType t : s.dtypes) names += (names.empty() ? "" : ", ") + std::string(to_string(t));
+    throw UsageError(std::string("--dtype ") + to_string(dtype) + " is not supported by this stage (it runs " + names + ")");
+  }
+  if (!s.dims.empty() && std::find(s.dims.begin(), s.dims.end(), dim) == s.dims.end()) {
+    std::string dims;
+    for (auto d : s.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    throw UsageError("D = " + std::to_string(dim) + " is not supported (supported: " + dims + ")");
+  }
+  if (kv_heads() != heads && !s.grouped_heads)
+    throw UsageError("grouped-query heads (Hkv = " + std::to_string(kv_heads()) + " < Hq = " +
+                     std::to_string(heads) + ") are not supported by this stage; give --heads-kv equal to --heads");
+  if (!seq_lens.empty() && !s.variable_lengths)
+    throw UsageError("packed variable-length batches (--seq-lens) are not supported by this stage");
 }
 
 }  // namespace fa

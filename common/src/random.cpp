@@ -91,6 +91,8 @@ AttentionData make_inputs(const Problem& p, std::uint64_t seed, InputKind kind) 
       fill_ramp(d.v, 3.0, 0.5, 0.1);
       break;
   }
+  if (p.dtype != DType::float32)  // drawn in float32, then rounded: the same inputs at every dtype
+    for (HostTensor* t : {&d.q, &d.k, &d.v}) *t = t->converted(p.dtype);
   return d;
 }
 
@@ -98,7 +100,7 @@ HostTensor make_output_grad(const Problem& p, std::uint64_t seed) {
   HostTensor g(q_shape(p));
   Rng rng(seed ^ 0x5DEECE66Dull);
   fill_normal(g, rng, 0.1, 1.0);
-  return g;
+  return p.dtype == DType::float32 ? g : g.converted(p.dtype);
 }
 
 }  // namespace fa

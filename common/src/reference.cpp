@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <set>
 #include <tuple>
@@ -10,6 +9,30 @@
 #include "fa/random.hpp"
 
 namespace fa {
+
+namespace {
+
+HostTensor float32_copy(const HostTensor& t) { return t.dtype() == DType::float32 ? t : t.converted(DType::float32); }
+
+struct RowPointers {
+  const float *q, *k, *v;
+};
+RowPointers row_pointers(const Problem& p, const AttentionData& in, RowId r) {
+  const std::int64_t kv_head = r.h / (p.heads / p.kv_heads());  // grouped-query: shared K/V heads
+  return {in.q.data() + in.q.head_offset(r.b, r.h) + r.i * p.dim, in.k.data() + in.k.head_offset(r.b, kv_head),
+          in.v.data() + in.v.head_offset(r.b, kv_head)};
+}
+
+}  // namespace
+
+AttentionData as_float32(const AttentionData& in) {
+  AttentionData out;
+  out.q = float32_copy(in.q);
+  out.k = float32_copy(in.k);
+  out.v = float32_copy(in.v);
+  if (in.d_o.numel() > 0) out.d_o = float32_copy(in.d_o);
+  return out;
+}
 
 void reference_row_f64(const Problem& p, const AttentionData& in, RowId r, double* o, double* lse) {
   const std::int64_t D = p.dim;
@@ -20,9 +43,7 @@ void reference_row_f64(const Problem& p, const AttentionData& in, RowId r, doubl
     *lse = -std::numeric_limits<double>::infinity();
     return;
   }
-  const float* q = in.q.data() + in.q.head_offset(r.b, r.h) + r.i * D;
-  const float* k = in.k.data() + in.k.head_offset(r.b, r.h);
-  const float* v = in.v.data() + in.v.head_offset(r.b, r.h);
+  const auto [q, k, v] = row_pointers(p, in, r);
   std::vector<double> s(static_cast<std::size_t>(visible));
   double m = -std::numeric_limits<double>::infinity();
   for (std::int64_t j = 0; j < visible; ++j) {
@@ -40,24 +61,61 @@ void reference_row_f64(const Problem& p, const AttentionData& in, RowId r, doubl
   }
 }
 
-ReferenceF64 reference_attention_f64(const Problem& p, const AttentionData& in) {
+void plain_row(const Problem& p, const AttentionData& in, RowId r, float* o, float* lse) {
+  const std::int64_t D = p.dim;
+  const std::int64_t visible = p.keys_visible(r.i);
+  const float scale = p.softmax_scale();
+  std::fill(o, o + D, 0.0f);
+  if (visible == 0) {
+    *lse = -std::numeric_limits<float>::infinity();
+    return;
+  }
+  const auto [q, k, v] = row_pointers(p, in, r);
+  std::vector<float> s(static_cast<std::size_t>(visible));
+  float m = -std::numeric_limits<float>::infinity();
+  for (std::int64_t j = 0; j < visible; ++j) {
+    float dot = 0.0f;
+    for (std::int64_t d = 0; d < D; ++d) dot += q[d] * k[j * D + d];
+    s[j] = scale * dot;
+    m = std::max(m, s[j]);
+  }
+  float l = 0.0f;
+  for (std::int64_t j = 0; j < visible; ++j) {
+    s[j] = std::exp(s[j] - m);
+    l += s[j];
+    s[j] = round_to(p.dtype, s[j]);  // a tensor-core kernel feeds P to P·V in the inputs' type
+  }
+  for (std::int64_t j = 0; j < visible; ++j)
+    for (std::int64_t d = 0; d < D; ++d) o[d] += s[j] * v[j * D + d];
+  for (std::int64_t d = 0; d < D; ++d) o[d] = round_to(p.dtype, o[d] / l);
+  *lse = m + std::log(l);
+}
+
+ReferenceF64 reference_attention_f64(const Problem& p, const AttentionData& in_any) {
+  const AttentionData in = as_float32(in_any);
   ReferenceF64 ref;
   ref.o.resize(static_cast<std::size_t>(p.q_elements()));
   ref.lse.resize(static_cast<std::size_t>(p.lse_elements()));
-  for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t h = 0; h < p.heads; ++h)
-      for (std::int64_t i = 0; i < p.seq_q; ++i) {
-        const std::int64_t row = (b * p.heads + h) * p.seq_q + i;
-        reference_row_f64(p, in, {b, h, i}, ref.o.data() + row * p.dim, ref.lse.data() + row);
-      }
+  for (const RowId& r : all_rows(p)) {
+    const std::int64_t row = (r.b * p.heads + r.h) * p.seq_q + r.i;
+    reference_row_f64(p, in, r, ref.o.data() + row * p.dim, ref.lse.data() + row);
+  }
   return ref;
 }
 
 void reference_forward_f64(const Problem& p, const AttentionData& in, AttentionResult& out) {
   const ReferenceF64 ref = reference_attention_f64(p, in);
-  auto to_float = [](double x) { return static_cast<float>(x); };
-  std::transform(ref.o.begin(), ref.o.end(), out.o.values().begin(), to_float);
-  std::transform(ref.lse.begin(), ref.lse.end(), out.lse.values().begin(), to_float);
+  for (std::size_t n = 0; n < ref.o.size(); ++n) out.o.set(static_cast<std::int64_t>(n), static_cast<float>(ref.o[n]));
+  std::transform(ref.lse.begin(), ref.lse.end(), out.lse.values().begin(), [](double x) { return static_cast<float>(x); });
+}
+
+std::vector<RowId> all_rows(const Problem& p) {
+  std::vector<RowId> rows;
+  rows.reserve(static_cast<std::size_t>(p.lse_elements()));
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads; ++h)
+      for (std::int64_t i = 0; i < p.seq_q; ++i) rows.push_back({b, h, i});
+  return rows;
 }
 
 std::vector<RowId> sample_rows(const Problem& p, int count, std::uint64_t seed) {
@@ -82,29 +140,6 @@ std::vector<RowId> sample_rows(const Problem& p, int count, std::uint64_t seed) 
   std::vector<RowId> rows;
   for (const auto& [b, h, i] : picked) rows.push_back({b, h, i});
   return rows;
-}
-
-Problem one_row_problem(const Problem& p, RowId row) {
-  Problem q = p;
-  q.batch = q.heads = 1;
-  q.seq_q = 1;
-  q.seq_k = p.keys_visible(row.i);
-  q.causal = false;  // the visible keys are exactly the ones kept
-  q.scale = p.softmax_scale();
-  return q;
-}
-
-AttentionData one_row_inputs(const Problem& p, const AttentionData& in, RowId row) {
-  const Problem q = one_row_problem(p, row);
-  AttentionData out{HostTensor(q_shape(q)), HostTensor(kv_shape(q)), HostTensor(kv_shape(q))};
-  const std::int64_t D = p.dim;
-  std::memcpy(out.q.data(), in.q.data() + in.q.head_offset(row.b, row.h) + row.i * D, D * sizeof(float));
-  const std::size_t kv_bytes = static_cast<std::size_t>(q.seq_k * D) * sizeof(float);
-  if (kv_bytes) {
-    std::memcpy(out.k.data(), in.k.data() + in.k.head_offset(row.b, row.h), kv_bytes);
-    std::memcpy(out.v.data(), in.v.data() + in.v.head_offset(row.b, row.h), kv_bytes);
-  }
-  return out;
 }
 
 }  // namespace fa

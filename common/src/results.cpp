@@ -1,11 +1,11 @@
 #include "fa/results.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <fstream>
-#include <sstream>
 
 #ifndef FA_GIT_COMMIT
 #define FA_GIT_COMMIT "unknown"
@@ -21,27 +21,6 @@ const char* to_string(Status s) {
     case Status::failed: return "failed";
   }
   return "?";
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
 }
 
 std::string host_device_name() {
@@ -70,61 +49,89 @@ RunMetadata host_metadata(const std::string& command) {
 
 namespace {
 
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+using nlohmann::ordered_json;
+
+// A measured figure, or null where there is none (not run, or not finite).
+ordered_json figure(bool present, double v) { return present && std::isfinite(v) ? ordered_json(v) : ordered_json(); }
+
+ordered_json row_json(const ResultRow& r, const RunMetadata& meta) {
+  const Problem& p = r.problem;
+  const bool ran = r.status == Status::ok;
+  ordered_json j;
+  j["stage"] = r.stage;
+  j["variant"] = r.variant;
+  j["pass"] = to_string(r.pass);
+  j["device"] = r.device.empty() ? meta.device : r.device;
+  j["cuda_runtime"] = meta.cuda_runtime;
+  j["cuda_driver"] = meta.cuda_driver;
+  j["git_commit"] = meta.git_commit;
+  j["batch"] = p.batch;
+  j["heads"] = p.heads;
+  j["heads_kv"] = p.kv_heads();
+  j["seq_q"] = p.seq_q;
+  j["seq_k"] = p.seq_k;
+  j["dim"] = p.dim;
+  j["dtype"] = to_string(p.dtype);
+  j["causal"] = p.causal;
+  j["scale"] = figure(true, p.softmax_scale());
+  j["status"] = to_string(r.status);
+  j["note"] = r.note;
+  j["median_ms"] = figure(ran, r.median_ms);
+  j["min_ms"] = figure(ran, r.min_ms);
+  j["max_ms"] = figure(ran, r.max_ms);
+  j["reps"] = r.reps;
+  j["tflops"] = figure(ran, r.tflops);
+  j["gbps"] = figure(ran, r.gbps);
+  j["flops"] = figure(true, p.flops(r.pass));
+  j["peak_bytes"] = ran ? ordered_json(r.peak_bytes) : ordered_json();
+  j["extra_bytes"] = ran ? ordered_json(r.extra_bytes) : ordered_json();
+  j["driver_bytes"] = ran && r.driver_bytes >= 0 ? ordered_json(r.driver_bytes) : ordered_json();
+  j["reference"] = r.reference;
+  j["verified"] = r.verified;
+  j["verification_ok"] = r.verified ? ordered_json(r.verification_ok) : ordered_json();
+  j["verification"] = r.verification;
+  j["max_abs_error"] = figure(r.verified, r.max_abs_error);
+  j["max_rel_error"] = figure(r.verified, r.max_rel_error);
+  j["rel_error"] = figure(r.verified, r.rel_error);
+  j["error_vs_plain"] = figure(r.verified, r.error_vs_plain);
+  j["split_ms"] = ordered_json::object();
+  for (const auto& [k, v] : r.split_ms) j["split_ms"][k] = figure(true, v);
+  return j;
 }
-std::string str(const std::string& s) { return "\"" + json_escape(s) + "\""; }
 
 }  // namespace
 
 void write_results_json(const std::string& path, const std::string& stage, const RunMetadata& meta,
                         const std::vector<ResultRow>& rows) {
-  std::ostringstream j;
-  j << "{\n  \"schema\": \"flash-course-results/1\",\n  \"stage\": " << str(stage)
-    << ",\n  \"command\": " << str(meta.command) << ",\n  \"date\": " << str(meta.date)
-    << ",\n  \"git_commit\": " << str(meta.git_commit) << ",\n  \"device\": {\"name\": " << str(meta.device)
-    << ", \"cuda_runtime\": " << str(meta.cuda_runtime) << ", \"cuda_driver\": " << str(meta.cuda_driver);
-  for (const auto& [k, v] : meta.extra) j << ", " << str(k) << ": " << str(v);
-  j << "},\n  \"results\": [";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const ResultRow& r = rows[i];
-    const Problem& p = r.problem;
-    j << (i ? "," : "") << "\n    {\"stage\": " << str(r.stage) << ", \"variant\": " << str(r.variant)
-      << ", \"pass\": " << str(r.pass) << ", \"device\": " << str(r.device.empty() ? meta.device : r.device)
-      << ", \"cuda_runtime\": " << str(meta.cuda_runtime) << ", \"cuda_driver\": " << str(meta.cuda_driver)
-      << ", \"git_commit\": " << str(meta.git_commit)
-      << ", \"batch\": " << p.batch << ", \"heads\": " << p.heads << ", \"seq_q\": " << p.seq_q
-      << ", \"seq_k\": " << p.seq_k << ", \"dim\": " << p.dim << ", \"dtype\": " << str(r.dtype)
-      << ", \"causal\": " << (p.causal ? "true" : "false") << ", \"scale\": " << num(p.softmax_scale())
-      << ", \"status\": " << str(to_string(r.status)) << ", \"note\": " << str(r.note);
-    const bool ran = r.status == Status::ok;
-    j << ", \"median_ms\": " << (ran ? num(r.median_ms) : "null")
-      << ", \"min_ms\": " << (ran ? num(r.min_ms) : "null") << ", \"max_ms\": " << (ran ? num(r.max_ms) : "null")
-      << ", \"reps\": " << r.reps << ", \"tflops\": " << (ran ? num(r.tflops) : "null")
-      << ", \"gbps\": " << (ran ? num(r.gbps) : "null") << ", \"flops\": " << num(r.pass == "bwd" ? p.flops_backward() : p.flops_forward())
-      << ", \"peak_bytes\": " << (ran ? std::to_string(r.peak_bytes) : "null")
-      << ", \"extra_bytes\": " << (ran ? std::to_string(r.extra_bytes) : "null")
-      << ", \"reference\": " << str(r.reference) << ", \"verified\": " << (r.verified ? "true" : "false")
-      << ", \"verification_ok\": " << (r.verified ? (r.verification_ok ? "true" : "false") : "null")
-      << ", \"verification\": " << str(r.verification)
-      << ", \"max_abs_error\": " << (r.verified ? num(r.max_abs_error) : "null")
-      << ", \"max_rel_error\": " << (r.verified ? num(r.max_rel_error) : "null")
-      << ", \"rel_error\": " << (r.verified ? num(r.rel_error) : "null");
-    j << ", \"split_ms\": {";
-    bool first = true;
-    for (const auto& [k, v] : r.split_ms) j << (first ? "" : ", ") << str(k) << ": " << num(v), first = false;
-    j << "}, \"values\": {";
-    first = true;
-    for (const auto& [k, v] : r.values) j << (first ? "" : ", ") << str(k) << ": " << num(v), first = false;
-    j << "}}";
-  }
-  j << "\n  ]\n}\n";
+  ordered_json doc;
+  doc["schema"] = kResultsSchema;
+  doc["stage"] = stage;
+  doc["command"] = meta.command;
+  doc["date"] = meta.date;
+  doc["git_commit"] = meta.git_commit;
+  ordered_json device{{"name", meta.device}, {"cuda_runtime", meta.cuda_runtime}, {"cuda_driver", meta.cuda_driver}};
+  for (const auto& [k, v] : meta.extra) device[k] = v;
+  doc["device"] = device;
+  doc["results"] = ordered_json::array();
+  for (const ResultRow& r : rows) doc["results"].push_back(row_json(r, meta));
   std::ofstream out(path);
   if (!out) throw UsageError(path + ": cannot open for writing");
-  out << j.str();
+  // One result per line: diffs of committed results files stay readable.
+  out << "{\n";
+  std::size_t i = 0;
+  for (const auto& [key, value] : doc.items()) {
+    out << "  " << ordered_json(key).dump() << ": ";
+    if (key == "results") {
+      out << "[";
+      for (std::size_t r = 0; r < value.size(); ++r)
+        out << (r ? "," : "") << "\n    " << value[r].dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+      out << "\n  ]";
+    } else {
+      out << value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+    }
+    out << (++i < doc.size() ? ",\n" : "\n");
+  }
+  out << "}\n";
   if (!out) throw UsageError(path + ": write failed");
 }
 

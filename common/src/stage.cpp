@@ -1,13 +1,17 @@
+// The harness: one case loop for every stage, forward or backward (fa/stage.hpp).
 #include "fa/stage.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <limits>
-#include <sstream>
 
+#include "fa/backward.hpp"
 #include "fa/chart.hpp"
 #include "fa/npy.hpp"
 #include "fa/random.hpp"
@@ -17,18 +21,23 @@ namespace fa {
 
 namespace {
 
-constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
 
+// Host memory this machine has: the inputs, outputs and references of a case must fit in it, or
+// the case is an `oom` row (allocating more would meet the kernel's OOM killer, not bad_alloc).
+double host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 1e18;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Host variants
+// Variants
 
 Variant host_variant(std::string stage, std::string name, bool ours, HostForward fn, std::int64_t max_seq) {
   Variant v;
@@ -43,8 +52,7 @@ Variant host_variant(std::string stage, std::string name, bool ours, HostForward
     // The first run writes the poisoned outputs that are verified; its meter peak is the memory.
     fn(p, in.view(), out.view(), workspace);
     m.extra_bytes = workspace.peak();
-    m.peak_bytes = m.extra_bytes + static_cast<std::int64_t>(in.q.bytes() + in.k.bytes() + in.v.bytes() +
-                                                             out.o.bytes() + out.lse.bytes());
+    m.peak_bytes = m.extra_bytes + static_cast<std::int64_t>(p.bytes_io(Pass::forward));
     m.time = time_host([&] { fn(p, in.view(), out.view(), workspace); }, cfg.warmup, cfg.reps);
     return m;
   };
@@ -57,94 +65,6 @@ ForwardFn host_forward(HostForward fn) {
     fn(p, in.view(), out.view(), workspace);
   };
 }
-
-// ---------------------------------------------------------------------------------------------
-// Verification
-
-Verification verify_full(const AttentionResult& got, const AttentionResult& ref, Tolerance tol) {
-  Verification v;
-  v.o = compare("O", got.o.values(), ref.o.values(), tol);
-  v.lse = compare("LSE", got.lse.values(), ref.lse.values(), tol);
-  v.how = "all rows";
-  return v;
-}
-
-Tolerance tolerance_for(Tolerance base, InputKind inputs) {
-  if (inputs == InputKind::large_logits) return {base.atol * 10, base.rtol * 10};
-  return base;
-}
-
-Tolerance tolerance_for_keys(Tolerance base, std::int64_t nk) {
-  const double long_sum = 2.0 * 0x1.0p-24 * std::sqrt(static_cast<double>(nk));
-  return {std::fmax(base.atol, long_sum), std::fmax(base.rtol, long_sum)};
-}
-
-Verification verify_sampled(const Problem& p, const AttentionData& in, const AttentionResult& got,
-                            const ForwardFn& row_forward, Tolerance tol, int count, std::uint64_t seed) {
-  Verification v;
-  const auto rows = sample_rows(p, count, seed);
-  const std::int64_t D = p.dim;
-  std::vector<float> got_o, ref_o, got_lse, ref_lse;
-  for (const RowId& r : rows) {
-    const std::int64_t flat_row = (r.b * p.heads + r.h) * p.seq_q + r.i;
-    const float* g = got.o.data() + flat_row * D;
-    got_o.insert(got_o.end(), g, g + D);
-    got_lse.push_back(got.lse.data()[flat_row]);
-    if (p.keys_visible(r.i) == 0) {  // a row that sees no key: O = 0, LSE = -inf by the contract
-      ref_o.insert(ref_o.end(), static_cast<std::size_t>(D), 0.0f);
-      ref_lse.push_back(-std::numeric_limits<float>::infinity());
-      continue;
-    }
-    const Problem one = one_row_problem(p, r);
-    const AttentionData one_in = one_row_inputs(p, in, r);
-    AttentionResult one_out(one, kPoison);
-    row_forward(one, one_in, one_out);
-    ref_o.insert(ref_o.end(), one_out.o.values().begin(), one_out.o.values().end());
-    ref_lse.push_back(one_out.lse.values()[0]);
-  }
-  v.o = compare("O", got_o, ref_o, tol);
-  v.lse = compare("LSE", got_lse, ref_lse, tol);
-  v.how = std::to_string(rows.size()) + " sampled rows";
-  return v;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Files
-
-AttentionData load_inputs(const std::string& dir, Problem& problem) {
-  const std::filesystem::path base(dir);
-  if (!std::filesystem::is_directory(base)) throw UsageError("--load " + dir + ": not a directory");
-  AttentionData d{read_npy_tensor((base / "q.npy").string()), read_npy_tensor((base / "k.npy").string()),
-                  read_npy_tensor((base / "v.npy").string())};
-  const Shape4 q = d.q.shape(), k = d.k.shape(), v = d.v.shape();
-  auto dims = [](Shape4 s) {
-    return "[" + std::to_string(s.b) + "," + std::to_string(s.h) + "," + std::to_string(s.n) + "," +
-           std::to_string(s.d) + "]";
-  };
-  if (!(k == v)) throw UsageError("--load: k.npy " + dims(k) + " and v.npy " + dims(v) + " differ in shape");
-  if (q.b != k.b || q.h != k.h || q.d != k.d)
-    throw UsageError("--load: q.npy " + dims(q) + " and k.npy " + dims(k) + " disagree on B, H or D");
-  if (q.numel() == 0 || k.numel() == 0) throw UsageError("--load: empty tensors");
-  problem.batch = q.b;
-  problem.heads = q.h;
-  problem.seq_q = q.n;
-  problem.seq_k = k.n;
-  problem.dim = q.d;
-  problem.validate();
-  return d;
-}
-
-void save_outputs(const std::string& dir, const AttentionResult& out) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw UsageError("--save " + dir + ": " + ec.message());
-  const std::filesystem::path base(dir);
-  write_npy_tensor((base / "o.npy").string(), out.o);
-  write_npy_lse((base / "lse.npy").string(), out.lse);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Pieces shared with the backward harness
 
 Measurement measure(const std::function<Measurement()>& run) {
   Measurement m;
@@ -166,7 +86,130 @@ Measurement measure(const std::function<Measurement()>& run) {
   return m;
 }
 
-void record(ResultRow& r, const Measurement& m, double flops, double min_bytes) {
+// ---------------------------------------------------------------------------------------------
+// Inputs and files
+
+void require_finite(const HostTensor& t, const char* name) {
+  const Shape4 s = t.shape();
+  for (std::int64_t n = 0; n < t.numel(); ++n) {
+    const float x = t.get(n);
+    if (std::isfinite(x)) continue;
+    const std::int64_t d = n % s.d, i = n / s.d % s.n, h = n / (s.d * s.n) % s.h, b = n / (s.d * s.n * s.h);
+    throw UsageError(std::string(name) + "[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
+                     "," + std::to_string(d) + "] is " + fmt("%g", x) + ": inputs must be finite");
+  }
+}
+
+namespace {
+
+// A score scale·q·k beyond float32's range would make every stage's softmax NaN. Bounded first
+// by scale·max|q|·max|k| (Cauchy–Schwarz, no O(N²) loop for ordinary inputs); only when that
+// bound is too large are the scores computed, in float64, to name the first that overflows.
+void require_finite_scores(const Problem& p, const AttentionData& in_any) {
+  const AttentionData in = as_float32(in_any);
+  auto max_norm = [](const HostTensor& t) {
+    double m = 0;
+    for (std::int64_t r = 0; r < t.numel() / t.shape().d; ++r)
+      m = std::max(m, Eigen::Map<const Eigen::VectorXf>(t.data() + r * t.shape().d, t.shape().d).cast<double>().norm());
+    return m;
+  };
+  const double scale = p.softmax_scale(), limit = std::numeric_limits<float>::max();
+  if (scale * max_norm(in.q) * max_norm(in.k) < limit) return;
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads; ++h) {
+      const auto q = in.q.head(b, h).cast<double>();
+      const auto k = in.k.head(b, h / (p.heads / p.kv_heads())).cast<double>();
+      for (std::int64_t i = 0; i < p.seq_q; ++i)
+        for (std::int64_t j = 0; j < p.keys_visible(i); ++j) {
+          const double s = scale * q.row(i).dot(k.row(j));
+          if (std::fabs(s) > limit)
+            throw UsageError("the scaled score S[" + std::to_string(b) + "," + std::to_string(h) + "," +
+                             std::to_string(i) + "," + std::to_string(j) + "] = " + fmt("%.3g", s) +
+                             " overflows float32 (scale " + fmt("%g", scale) + ")");
+        }
+    }
+}
+
+void check_case_inputs(const Problem& p, const AttentionData& in, Pass pass) {
+  require_finite(in.q, "q");
+  require_finite(in.k, "k");
+  require_finite(in.v, "v");
+  if (pass == Pass::backward) require_finite(in.d_o, "do");
+  require_finite_scores(p, in);
+}
+
+}  // namespace
+
+AttentionData make_case_inputs(const Problem& p, Pass pass, std::uint64_t seed, InputKind kind) {
+  // Inputs, outputs and a float32 copy for the references, on the host.
+  const double need = 2.5 * p.bytes_io(pass);
+  if (need > 0.8 * host_memory_bytes())
+    throw OutOfMemory("the host tensors of this case need " + format_bytes(need) + ", more than this machine's " +
+                      format_bytes(host_memory_bytes()) + " allow");
+  AttentionData in = make_inputs(p, seed, kind);
+  if (pass == Pass::backward) in.d_o = make_output_grad(p, seed);
+  check_case_inputs(p, in, pass);
+  return in;
+}
+
+AttentionData load_inputs(const std::string& dir, Problem& problem, Pass pass, std::uint64_t seed, bool* generated_do) {
+  const std::filesystem::path base(dir);
+  if (!std::filesystem::is_directory(base)) throw UsageError("--load " + dir + ": not a directory");
+  AttentionData d;
+  d.q = read_npy_tensor((base / "q.npy").string());
+  d.k = read_npy_tensor((base / "k.npy").string());
+  d.v = read_npy_tensor((base / "v.npy").string());
+  const Shape4 q = d.q.shape(), k = d.k.shape(), v = d.v.shape();
+  if (!(k == v)) throw UsageError("--load: k.npy " + k.str() + " and v.npy " + v.str() + " differ in shape");
+  if (q.b != k.b || q.d != k.d || k.h < 1 || q.h % k.h != 0)
+    throw UsageError("--load: q.npy " + q.str() + " and k.npy " + k.str() +
+                     " disagree on B or D, or the query heads are no multiple of the key heads");
+  if (q.numel() == 0 || k.numel() == 0) throw UsageError("--load: empty tensors");
+  problem.batch = q.b;
+  problem.heads = q.h;
+  problem.heads_kv = k.h;
+  problem.seq_q = q.n;
+  problem.seq_k = k.n;
+  problem.dim = q.d;
+  problem.validate();
+  // The files' type becomes the problem's: a float16 file runs a float16 stage as it is, and is
+  // converted (rounded) when --dtype asks for another type.
+  for (HostTensor* t : {&d.q, &d.k, &d.v})
+    if (t->dtype() != problem.dtype) *t = t->converted(problem.dtype);
+  if (generated_do) *generated_do = false;
+  if (pass == Pass::backward) {
+    const std::filesystem::path path = base / "do.npy";
+    if (std::filesystem::exists(path)) {
+      d.d_o = read_npy_tensor(path.string());
+      if (!(d.d_o.shape() == q)) throw UsageError("--load: do.npy must have the shape of q.npy " + q.str());
+      if (d.d_o.dtype() != problem.dtype) d.d_o = d.d_o.converted(problem.dtype);
+    } else {
+      d.d_o = make_output_grad(problem, seed);
+      if (generated_do) *generated_do = true;
+    }
+  }
+  check_case_inputs(problem, d, pass);
+  return d;
+}
+
+void save_outputs(const std::string& dir, const AttentionData& in, const AttentionResult& out, Pass pass) {
+  check_writable_dir(dir, "--save");
+  const std::filesystem::path base(dir);
+  write_npy_tensor((base / "o.npy").string(), out.o);
+  write_npy_lse((base / "lse.npy").string(), out.lse);
+  if (pass == Pass::forward) return;
+  write_npy_tensor((base / "dq.npy").string(), out.dq);
+  write_npy_tensor((base / "dk.npy").string(), out.dk);
+  write_npy_tensor((base / "dv.npy").string(), out.dv);
+  write_npy_tensor((base / "do.npy").string(), in.d_o);  // the dO these gradients belong to
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting
+
+namespace {
+
+void record(ResultRow& r, const Measurement& m, const Problem& p, Pass pass) {
   r.status = m.status;
   r.note = m.note;
   r.median_ms = m.time.median_ms;
@@ -175,29 +218,29 @@ void record(ResultRow& r, const Measurement& m, double flops, double min_bytes) 
   r.reps = m.time.reps;
   r.peak_bytes = m.peak_bytes;
   r.extra_bytes = m.extra_bytes;
+  r.driver_bytes = m.driver_bytes;
   r.split_ms = m.split_ms;
-  r.values.insert(m.values.begin(), m.values.end());
   if (m.status == Status::ok && m.time.median_ms > 0) {
-    r.tflops = flops / (m.time.median_ms * 1e-3) / 1e12;
-    r.gbps = min_bytes / (m.time.median_ms * 1e-3) / 1e9;
+    r.tflops = p.flops(pass) / (m.time.median_ms * 1e-3) / 1e12;
+    r.gbps = p.bytes_min(pass) / (m.time.median_ms * 1e-3) / 1e9;
   }
 }
 
-void print_measurement(std::ostream& os, const std::string& label, bool ours, const ResultRow& r,
-                       const std::string& memory_words) {
-  os << "   " << label << (ours ? "" : " (comparison)") << ": " << to_string(r.status);
+void print_measurement(std::ostream& os, const Variant& v, const ResultRow& r, Pass pass) {
+  os << "   " << v.label() << (v.ours ? "" : " (comparison)") << ": " << to_string(r.status);
   if (r.status == Status::ok)
     os << "  " << format_value(r.median_ms, ChartUnit::milliseconds) << "  " << fmt("%.3g", r.tflops)
-       << " TFLOP/s  " << memory_words << " " << format_bytes(static_cast<double>(r.extra_bytes));
+       << " TFLOP/s  extra memory" << (pass == Pass::backward ? " (fwd+bwd) " : " ")
+       << format_bytes(static_cast<double>(r.extra_bytes));
   else
     os << " (" << r.note << ")";
   os << "\n";
 }
 
-void print_results_table(std::ostream& os, const std::vector<ResultRow>& rows, const std::string& time_header) {
+void print_results_table(std::ostream& os, const std::vector<ResultRow>& rows, Pass pass) {
   Table table;
-  table.header = {"B x H, N (q x k)", "variant", "status", time_header, "TFLOP/s", "GB/s (min bytes)",
-                  "extra memory", "verified"};
+  table.header = {"B x H, N (q x k)", "variant", "status", pass == Pass::forward ? "median" : "backward",
+                  "TFLOP/s", "GB/s (min bytes)", "extra memory", "verified"};
   for (const ResultRow& r : rows) {
     const Problem& p = r.problem;
     const std::string n = p.seq_q == p.seq_k ? std::to_string(p.seq_q)
@@ -213,186 +256,177 @@ void print_results_table(std::ostream& os, const std::vector<ResultRow>& rows, c
   table.print(os);
 }
 
-bool write_results(const std::string& program, const std::string& path, const std::string& stage,
-                   const RunMetadata& meta, const std::vector<ResultRow>& rows) {
-  try {
-    write_results_json(path, stage, meta, rows);
-    return true;
-  } catch (const UsageError& e) {
-    std::cerr << program << ": error: " << e.what() << "\n";
-    return false;
+// Memory first: that is the point of the course. Then time (and TFLOP/s for a backward).
+void print_charts(std::ostream& os, const StageDefinition& def, const std::vector<ResultRow>& rows) {
+  std::vector<Series> mem, time, rate;
+  for (const Variant& v : def.variants) {
+    Series sm{v.label() + (v.ours ? "" : " (previous)"), {}}, st = sm, sr = sm;
+    for (const ResultRow& r : rows)
+      if (r.stage == v.stage && r.variant == v.name && r.status == Status::ok) {
+        const double n = static_cast<double>(r.problem.seq_k);
+        sm.points.emplace_back(n, static_cast<double>(r.extra_bytes));
+        st.points.emplace_back(n, r.median_ms);
+        sr.points.emplace_back(n, r.tflops);
+      }
+    if (!sm.points.empty()) mem.push_back(sm), time.push_back(st), rate.push_back(sr);
   }
+  const bool bwd = def.pass == Pass::backward;
+  print_chart(os, bwd ? "memory beyond inputs, outputs and gradients (forward + backward), measured"
+                      : "memory beyond inputs and outputs, measured",
+              ChartUnit::bytes, mem);
+  print_chart(os, bwd ? "backward time, median" : "time, median", ChartUnit::milliseconds, time);
+  if (bwd) print_chart(os, "backward TFLOP/s (2.5x the forward's FLOPs)", ChartUnit::tflops, rate);
 }
 
-// ---------------------------------------------------------------------------------------------
-// The run
+ResultRow blank_row(const Variant& v, const Problem& p, Pass pass) {
+  ResultRow r;
+  r.stage = v.stage;
+  r.variant = v.name;
+  r.pass = pass;
+  r.problem = p;
+  return r;
+}
 
-namespace {
-
-struct CaseOutcome {
-  std::vector<ResultRow> rows;
-  bool failed = false;
-};
-
-void print_verification(const Verification& v, const std::string& against) {
-  std::cout << "      verified against " << against << " (" << v.how << "): "
-            << (v.ok() ? "PASS" : "FAIL") << "\n"
-            << "        " << v.o.summary() << "\n"
-            << "        " << v.lse.summary() << "\n";
+Verification verify_case(const StageDefinition& def, const Problem& p, const AttentionData& in,
+                         const AttentionResult& out, std::uint64_t seed) {
+  if (def.pass == Pass::forward) return verify_forward(p, in, out, def.verify, seed);
+  const bool full = p.flops_backward() <= def.verify.max_full_flops;
+  return verify_backward(p, in, out, full, def.verify.sampled_rows, seed, def.verify.backward_safety);
 }
 
 }  // namespace
 
-int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
-  const std::string program = def.cli.program;
-  Options opt;
-  try {
-    opt = parse_cli(argc, argv, def.cli);
-  } catch (const UsageError& e) {
-    std::cerr << program << ": error: " << e.what() << "\n";
-    return kExitUsage;
-  }
-  if (opt.help) {
-    std::cout << usage(def.cli);
-    return kExitOk;
-  }
+// ---------------------------------------------------------------------------------------------
+// The run
 
-  RunMetadata meta = def.metadata ? def.metadata(opt.command_line) : host_metadata(opt.command_line);
+int run_stage(const StageCli& cli, const StageDefinition& def) {
+  const RunOptions& opt = cli.options();
+  const std::string& program = cli.spec().program;
+  auto usage_error = [&](const std::string& what) {
+    std::cerr << program << ": error: " << what << "\n";
+    return kExitUsage;
+  };
+  const RunMetadata meta = def.metadata ? def.metadata(opt.command_line) : host_metadata(opt.command_line);
   RunConfig cfg;
   cfg.warmup = opt.warmup >= 0 ? opt.warmup : def.default_warmup;
   cfg.reps = opt.reps > 0 ? opt.reps : def.default_reps;
   cfg.mem_limit_bytes = static_cast<std::int64_t>(
       (opt.mem_limit_gb > 0 ? opt.mem_limit_gb : def.default_mem_limit_gb) * 1024.0 * 1024.0 * 1024.0);
-  cfg.options = &opt;
-
-  std::cout << "== " << program << " — " << def.cli.summary << "\n";
+  const Pass pass = def.pass;
+  std::cout << "== " << program << " — " << cli.spec().summary << "\n";
 
   // Inputs from files, or the sizes of a sweep.
+  Problem base = opt.problem;
+  std::vector<std::pair<std::int64_t, std::int64_t>> sizes = opt.sizes;
   AttentionData loaded;
   if (!opt.load_dir.empty()) {
     try {
-      loaded = load_inputs(opt.load_dir, opt.problem);
-      if (!def.cli.dims.empty() &&
-          std::find(def.cli.dims.begin(), def.cli.dims.end(), opt.problem.dim) == def.cli.dims.end())
-        throw UsageError("--load: D = " + std::to_string(opt.problem.dim) + " is not supported by " + program);
+      bool generated_do = false;
+      loaded = load_inputs(opt.load_dir, base, pass, opt.seed, &generated_do);
+      base.require(cli.spec().supports);
+      if (generated_do)
+        std::cout << "   " << opt.load_dir << " has no do.npy: dO drawn with seed " << opt.seed
+                  << " (saved as do.npy with --save)\n";
     } catch (const UsageError& e) {
-      std::cerr << program << ": error: " << e.what() << "\n";
-      return kExitUsage;
+      return usage_error(e.what());
     }
-    opt.sizes = {{opt.problem.seq_q, opt.problem.seq_k}};
+    sizes = {{base.seq_q, base.seq_k}};
   }
+  auto problem_of = [&](std::size_t c) {
+    Problem p = base;
+    p.seq_q = sizes[c].first;
+    p.seq_k = sizes[c].second;
+    return def.shape_case ? def.shape_case(p) : p;
+  };
 
   std::vector<ResultRow> rows;
   const std::string skip = def.skip_reason ? def.skip_reason() : std::string();
   if (!skip.empty()) {
     std::cout << "skipped: " << skip << "\n";
-    for (const auto& [nq, nk] : opt.sizes)
+    for (std::size_t c = 0; c < sizes.size(); ++c)
       for (const Variant& v : def.variants) {
-        ResultRow r;
-        r.stage = v.stage;
-        r.variant = v.name;
-        r.problem = opt.problem;
-        r.problem.seq_q = nq;
-        r.problem.seq_k = nk;
-        r.dtype = opt.dtype;
+        ResultRow r = blank_row(v, problem_of(c), pass);
         r.status = Status::skipped;
         r.note = skip;
         rows.push_back(r);
       }
-    if (!opt.json_path.empty() && !write_results(program, opt.json_path, def.id, meta, rows)) return kExitUsage;
+    if (!opt.json_path.empty()) try {
+        write_results_json(opt.json_path, def.id, meta, rows);
+      } catch (const UsageError& e) {
+        return usage_error(e.what());
+      }
     return kExitSkipped;
   }
-  std::cout << "   on " << meta.device << (meta.cuda_runtime.empty() ? "" : ", CUDA " + meta.cuda_runtime)
-            << "; timing: " << cfg.warmup << " warm-up, median of " << cfg.reps << "+ runs\n";
+  std::cout << "   on " << meta.device << (meta.cuda_runtime.empty() ? "" : ", CUDA " + meta.cuda_runtime) << "; timing "
+            << (pass == Pass::backward ? "the backward" : "") << ": " << cfg.warmup << " warm-up, median of "
+            << cfg.reps << "+ runs\n";
 
-  bool any_failed = false;
+  bool any_failed = false, any_ran = false, saved = false;
   const auto start = std::chrono::steady_clock::now();
-  for (std::size_t c = 0; c < opt.sizes.size(); ++c) {
-    Problem p = opt.problem;
-    p.seq_q = opt.sizes[c].first;
-    p.seq_k = opt.sizes[c].second;
+  for (std::size_t c = 0; c < sizes.size(); ++c) {
+    const Problem p = problem_of(c);
     const std::uint64_t seed = opt.seed + 7919 * c;
-    AttentionData in = opt.load_dir.empty() ? make_inputs(p, seed, opt.inputs) : std::move(loaded);
-    std::cout << "\n-- case " << c + 1 << " of " << opt.sizes.size() << ": " << p.describe() << ", "
+    std::cout << "\n-- case " << c + 1 << " of " << sizes.size() << ": " << p.describe() << ", "
               << (opt.load_dir.empty() ? std::string(to_string(opt.inputs)) + " inputs, seed " + std::to_string(seed)
                                        : "inputs from " + opt.load_dir)
               << "\n";
+    AttentionData in;
+    std::string inputs_oom;
+    try {
+      in = opt.load_dir.empty() ? make_case_inputs(p, pass, seed, opt.inputs) : std::move(loaded);
+    } catch (const UsageError& e) {
+      return usage_error(e.what());
+    } catch (const std::bad_alloc& e) {  // OutOfMemory too
+      inputs_oom = dynamic_cast<const OutOfMemory*>(&e) ? e.what() : "the host inputs do not fit";
+    }
 
-    std::optional<AttentionResult> reference_out;  // computed once per case, on demand
-    bool saved = false;
     for (const Variant& v : def.variants) {
       if (!opt.variant.empty() && v.ours && v.name != opt.variant) continue;
-      ResultRow r;
-      r.stage = v.stage;
-      r.variant = v.name;
-      r.problem = p;
-      r.dtype = opt.dtype;
+      ResultRow r = blank_row(v, p, pass);
       if (v.on_host && !meta.cuda_runtime.empty()) r.device = host_device_name();
-      if (v.max_seq > 0 && std::max(p.seq_q, p.seq_k) > v.max_seq) {
-        r.status = Status::skipped;
-        r.note = "longer than this variant's sweep limit N=" + std::to_string(v.max_seq);
-        std::cout << "   " << v.label() << ": skipped (" << r.note << ")\n";
+      if (!inputs_oom.empty() || (v.max_seq > 0 && std::max(p.seq_q, p.seq_k) > v.max_seq)) {
+        r.status = inputs_oom.empty() ? Status::skipped : Status::oom;
+        r.note = inputs_oom.empty() ? "longer than this variant's sweep limit N=" + std::to_string(v.max_seq) : inputs_oom;
+        std::cout << "   " << v.label() << ": " << to_string(r.status) << " (" << r.note << ")\n";
         rows.push_back(r);
         continue;
       }
-      AttentionResult out(p, kPoison);
-      const Measurement m = measure([&] { return v.run(p, in, out, cfg); });
-      record(r, m, p.flops_forward(), p.bytes_forward_min());
-      print_measurement(std::cout, v.label(), v.ours, r);
+      AttentionResult out;
+      const Measurement m = measure([&] {
+        out = AttentionResult(p, pass);
+        return v.run(p, in, out, cfg);
+      });
+      record(r, m, p, pass);
+      print_measurement(std::cout, v, r, pass);
       if (m.status == Status::failed && v.ours) any_failed = true;
+      if (m.status == Status::ok && v.ours) any_ran = true;
 
       if (m.status == Status::ok && v.ours && opt.verify) {
-        Verification ver;
-        std::string against;
+        r.verified = true;
         try {
-          bool full = p.flops_forward() <= def.max_full_reference_flops;
-          if (full && !reference_out) {
-            try {
-              reference_out.emplace(p, kPoison);
-              def.reference.forward(p, in, *reference_out);
-            } catch (const std::bad_alloc&) {  // the reference itself does not fit: sample rows
-              std::cout << "      (the reference " << def.reference.name << " ran out of memory at this size)\n";
-              reference_out.reset();
-              full = false;
-            }
-          }
-          if (full) {
-            ver = verify_full(out, *reference_out,
-                              tolerance_for_keys(tolerance_for(def.reference.tol, opt.inputs), p.seq_k));
-            against = def.reference.name;
-          } else {
-            const Reference& rr = def.row_reference ? *def.row_reference : def.reference;
-            ver = verify_sampled(p, in, out, rr.forward,
-                                 tolerance_for_keys(tolerance_for(rr.tol, opt.inputs), p.seq_k), def.sampled_rows,
-                                 seed);
-            against = rr.name;
-          }
-          print_verification(ver, against);
-          r.verified = true;
+          const Verification ver = verify_case(def, p, in, out, seed);
+          ver.print(std::cout);
           r.verification_ok = ver.ok();
-          r.reference = against;
+          r.reference = ver.against;
           r.verification = ver.how;
-          r.max_abs_error = std::fmax(ver.o.max_abs, ver.lse.max_abs);
-          r.max_rel_error = std::fmax(ver.o.max_rel, ver.lse.max_rel);
-          r.rel_error = ver.o.rel_frobenius;
-          if (!ver.ok()) any_failed = true;
+          r.max_abs_error = ver.max_abs();
+          r.max_rel_error = ver.max_rel();
+          r.rel_error = ver.rel_frobenius();
+          r.error_vs_plain = ver.error_vs_plain;
         } catch (const std::exception& e) {
           std::cout << "      verification could not run: " << e.what() << "\n";
-          r.verified = true;
-          r.verification_ok = false;
-          r.reference = def.reference.name;
           r.verification = std::string("error: ") + e.what();
-          any_failed = true;
         }
+        if (!r.verification_ok) any_failed = true;
       }
       if (m.status == Status::ok && v.ours && !saved && !opt.save_dir.empty()) {
         try {
-          save_outputs(opt.save_dir, out);
-          std::cout << "      saved o.npy and lse.npy to " << opt.save_dir << "\n";
+          save_outputs(opt.save_dir, in, out, pass);
+          std::cout << "      saved " << (pass == Pass::forward ? "o, lse" : "o, lse, dq, dk, dv (and the do)")
+                    << " .npy to " << opt.save_dir << "\n";
           saved = true;
         } catch (const UsageError& e) {
-          std::cerr << program << ": error: " << e.what() << "\n";
-          return kExitUsage;
+          return usage_error(e.what());
         }
       }
       rows.push_back(r);
@@ -400,27 +434,23 @@ int run_stage(int argc, const char* const* argv, const StageDefinition& def) {
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::cout << "\n== results (" << fmt("%.1f", elapsed) << " s)\n";
-  print_results_table(std::cout, rows, "median");
-
-  // Charts: this stage against the previous one, memory first: that is the point of the course.
-  std::vector<Series> mem, time;
-  for (const Variant& v : def.variants) {
-    Series sm{v.label() + (v.ours ? "" : " (previous)"), {}}, st = sm;
-    for (const ResultRow& r : rows)
-      if (r.stage == v.stage && r.variant == v.name && r.status == Status::ok) {
-        sm.points.emplace_back(static_cast<double>(r.problem.seq_k), static_cast<double>(r.extra_bytes));
-        st.points.emplace_back(static_cast<double>(r.problem.seq_k), r.median_ms);
-      }
-    if (!sm.points.empty()) mem.push_back(sm), time.push_back(st);
-  }
-  print_chart(std::cout, "memory beyond inputs and outputs, measured", ChartUnit::bytes, mem);
-  print_chart(std::cout, "time, median", ChartUnit::milliseconds, time);
+  std::cout << "\n== results (" << (pass == Pass::backward ? "backward, " : "") << fmt("%.1f", elapsed) << " s"
+            << (def.shape_note.empty() ? "" : ", " + def.shape_note) << ")\n";
+  print_results_table(std::cout, rows, pass);
+  print_charts(std::cout, def, rows);
   if (def.extra_report) def.extra_report(std::cout, rows);
 
   if (!opt.json_path.empty()) {
-    if (!write_results(program, opt.json_path, def.id, meta, rows)) return kExitUsage;
+    try {
+      write_results_json(opt.json_path, def.id, meta, rows);
+    } catch (const UsageError& e) {
+      return usage_error(e.what());
+    }
     std::cout << "\nresults written to " << opt.json_path << "\n";
+  }
+  if (!any_ran) {
+    std::cout << "\nFAIL: " << program << ": nothing ran (every case was out of memory or skipped)\n";
+    return kExitVerifyFailed;
   }
   std::cout << "\n" << (any_failed ? "FAIL" : "PASS") << ": " << program << "\n";
   return any_failed ? kExitVerifyFailed : kExitOk;

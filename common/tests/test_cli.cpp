@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,78 +15,117 @@ fa::CliSpec spec() {
   s.program = "step99_test";
   s.summary = "a test stage";
   s.default_sweep = {128, 256};
-  s.dims = {32, 64};
+  s.supports.dims = {32, 64};
   s.variants = {"a", "b"};
   return s;
 }
 
-fa::Options parse(std::vector<std::string> args) {
+struct Parsed {
+  std::optional<int> exit;  // nullopt: parsed, go on
+  std::string out, err;
+  fa::RunOptions options;
+  bool stage_flag = false;
+};
+
+// Parses like a stage's main, with one stage flag of its own, capturing what it prints.
+Parsed parse(std::vector<std::string> args) {
   std::vector<const char*> argv{"step99_test"};
   for (const auto& a : args) argv.push_back(a.c_str());
-  return fa::parse_cli(static_cast<int>(argv.size()), argv.data(), spec());
+  Parsed r;
+  fa::StageCli cli(spec());
+  cli.app().add_flag("--stage-flag", r.stage_flag, "a flag of this stage only");
+  std::ostringstream out, err;
+  auto* old_out = std::cout.rdbuf(out.rdbuf());
+  auto* old_err = std::cerr.rdbuf(err.rdbuf());
+  r.exit = cli.parse(static_cast<int>(argv.size()), argv.data());
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  r.out = out.str();
+  r.err = err.str();
+  r.options = cli.options();
+  return r;
 }
 
+// The one line a bad command line prints (exit code 2 checked).
 std::string error_of(std::vector<std::string> args) {
-  try {
-    parse(std::move(args));
-  } catch (const fa::UsageError& e) {
-    return e.what();
-  }
-  return "";
+  const Parsed r = parse(std::move(args));
+  CHECK(r.exit == 2);
+  CHECK_MESSAGE(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+  return r.err;
 }
 
 }  // namespace
 
 TEST_CASE("defaults give the default sweep") {
-  const auto o = parse({});
-  REQUIRE(o.sizes.size() == 2);
-  CHECK(o.sizes[0] == std::pair<std::int64_t, std::int64_t>{128, 128});
-  CHECK(o.verify);
+  const auto r = parse({});
+  REQUIRE_FALSE(r.exit);
+  REQUIRE(r.options.sizes.size() == 2);
+  CHECK(r.options.sizes[0] == std::pair<std::int64_t, std::int64_t>{128, 128});
+  CHECK(r.options.verify);
+  CHECK(r.options.problem.dtype == fa::DType::float32);
 }
 
-TEST_CASE("shapes, flags and the --flag=value form") {
-  const auto o = parse({"--batch", "2", "--heads=3", "--seq-q", "5", "--seq-k", "9", "--dim", "32",
-                        "--causal", "--scale", "0.25", "--variant", "b", "--json", "r.json", "--no-verify"});
-  CHECK(o.problem.batch == 2);
-  CHECK(o.problem.heads == 3);
-  CHECK(o.problem.dim == 32);
-  CHECK(o.problem.causal);
-  CHECK(o.problem.scale == 0.25f);
-  REQUIRE(o.sizes.size() == 1);
-  CHECK(o.sizes[0] == std::pair<std::int64_t, std::int64_t>{5, 9});
-  CHECK(o.variant == "b");
-  CHECK(o.json_path == "r.json");
-  CHECK_FALSE(o.verify);
+TEST_CASE("shapes, flags, a stage's own flag and the --flag=value form") {
+  const auto json = (std::filesystem::temp_directory_path() / "fa_cli_test" / "r.json").string();
+  const auto r = parse({"--batch", "2", "--heads=4", "--heads-kv", "4", "--seq-q", "5", "--seq-k", "9", "--dim",
+                        "32", "--causal", "--scale", "0.25", "--variant", "b", "--json", json, "--no-verify",
+                        "--stage-flag", "--seed", "0"});
+  REQUIRE_FALSE(r.exit);
+  const fa::Problem& p = r.options.problem;
+  CHECK(p.batch == 2);
+  CHECK(p.heads == 4);
+  CHECK(p.heads_kv == 4);
+  CHECK(p.dim == 32);
+  CHECK(p.causal);
+  CHECK(p.scale == 0.25f);
+  REQUIRE(r.options.sizes.size() == 1);
+  CHECK(r.options.sizes[0] == std::pair<std::int64_t, std::int64_t>{5, 9});
+  CHECK(r.options.variant == "b");
+  CHECK(r.options.json_path == json);
+  CHECK(r.options.seed == 0);
+  CHECK_FALSE(r.options.verify);
+  CHECK(r.stage_flag);
+  CHECK(std::filesystem::is_directory(std::filesystem::path(json).parent_path()));  // --json made its folder
 }
 
-TEST_CASE("sweeps accept k and M suffixes") {
-  const auto o = parse({"--sweep", "1,1k,1M"});
-  REQUIRE(o.sizes.size() == 3);
-  CHECK(o.sizes[1].first == 1024);
-  CHECK(o.sizes[2].second == 1024 * 1024);
+TEST_CASE("sizes accept k and M suffixes") {
+  const auto r = parse({"--sweep", "1,1k,1M", "--batch", "2k"});
+  REQUIRE_FALSE(r.exit);
+  REQUIRE(r.options.sizes.size() == 3);
+  CHECK(r.options.sizes[1].first == 1024);
+  CHECK(r.options.sizes[2].second == 1024 * 1024);
+  CHECK(r.options.problem.batch == 2048);
 }
 
-TEST_CASE("bad usage is one clear line that names the problem") {
-  CHECK(error_of({"--bogus"}).find("unknown option '--bogus'") != std::string::npos);
-  CHECK(error_of({"--seq"}).find("needs a value") != std::string::npos);
+TEST_CASE("bad usage is one clear line that names the problem, exit code 2") {
+  CHECK(error_of({"--bogus"}).find("--bogus") != std::string::npos);
+  CHECK(error_of({"--seq"}).find("--seq") != std::string::npos);
   CHECK(error_of({"--seq", "abc"}).find("positive integer") != std::string::npos);
-  CHECK(error_of({"--seq", "-5"}).find("positive integer") != std::string::npos);
   CHECK(error_of({"--seq", "0"}).find("positive integer") != std::string::npos);
+  CHECK(error_of({"--seq", "99999999999999"}).find("2^40") != std::string::npos);
   CHECK(error_of({"--dim", "48"}).find("not supported") != std::string::npos);
   CHECK(error_of({"--dtype", "float64"}).find("--dtype") != std::string::npos);
+  CHECK(error_of({"--dtype", "float16"}).find("runs float32") != std::string::npos);
+  CHECK(error_of({"--heads", "8", "--heads-kv", "2"}).find("grouped-query") != std::string::npos);
+  CHECK(error_of({"--heads", "8", "--heads-kv", "3"}).find("multiple") != std::string::npos);
+  CHECK(error_of({"--seq-lens", "3,5"}).find("variable-length") != std::string::npos);
   CHECK(error_of({"--variant", "c"}).find("--variant") != std::string::npos);
   CHECK(error_of({"--scale", "-1"}).find("--scale") != std::string::npos);
   CHECK(error_of({"--seq", "4", "--sweep", "4,8"}).find("either") != std::string::npos);
   CHECK(error_of({"--save", "out"}).find("--save") != std::string::npos);
   CHECK(error_of({"--load", "d", "--seq", "4"}).find("--load") != std::string::npos);
-  CHECK(error_of({"--causal=yes"}).find("takes no value") != std::string::npos);
-  for (const auto& msg : {error_of({"--bogus"}), error_of({"--dim", "48"})}) CHECK(msg.find('\n') == std::string::npos);
+  CHECK(error_of({"--seq", "4", "--seq", "8"}).find("--seq") != std::string::npos);  // given twice
+  CHECK(error_of({"--json", "/proc/version/r.json"}).find("--json") != std::string::npos);
+  // B·H·N·D past 64-bit sizes is refused, not wrapped around.
+  CHECK(error_of({"--batch", "16M", "--heads", "1M", "--seq", "1M", "--dim", "32"}).find("64-bit") !=
+        std::string::npos);
 }
 
-TEST_CASE("--help is recognised and the usage text lists the flags") {
-  CHECK(parse({"--help"}).help);
-  const std::string u = fa::usage(spec());
-  for (const char* flag : {"--batch", "--heads", "--seq", "--dim", "--causal", "--dtype", "--seed", "--scale",
-                           "--sweep", "--load", "--save", "--json", "--reps", "--no-verify", "--variant"})
-    CHECK_MESSAGE(u.find(flag) != std::string::npos, flag);
+TEST_CASE("--help prints the flags, the stage's own too, and exits 0") {
+  const auto r = parse({"--help"});
+  CHECK(r.exit == 0);
+  for (const char* flag : {"--batch", "--heads", "--heads-kv", "--seq", "--dim", "--causal", "--dtype", "--seed",
+                           "--scale", "--sweep", "--load", "--save", "--json", "--reps", "--no-verify", "--variant",
+                           "--stage-flag", "exit codes"})
+    CHECK_MESSAGE(r.out.find(flag) != std::string::npos, flag);
 }

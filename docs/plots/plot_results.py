@@ -35,7 +35,9 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
-SCHEMA = "flash-course-results/1"
+# Version 2 (docs/results_schema.md) added heads_kv, driver_bytes and error_vs_plain and dropped
+# "values"; the fields read here are in both.
+SCHEMAS = ("flash-course-results/1", "flash-course-results/2")
 ANCHORS_SCHEMA = "flash-course-anchors/1"
 STATUSES = ("ok", "oom", "skipped", "failed")
 PROG = "plot_results.py"
@@ -100,9 +102,9 @@ def load_results(path: Path) -> dict:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise BadInput(f"{path}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+    if not isinstance(doc, dict) or doc.get("schema") not in SCHEMAS:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise BadInput(f"{path}: not a results file (schema {found!r}, expected {SCHEMA!r})")
+        raise BadInput(f"{path}: not a results file (schema {found!r}, expected one of {SCHEMAS!r})")
     rows = doc.get("results")
     if not isinstance(rows, list):
         raise BadInput(f"{path}: 'results' must be a list of rows")

@@ -62,11 +62,11 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
   HostBuffer<float> p_buf(workspace, static_cast<std::size_t>(Nq * Nk));
   MapRM S(s_buf.data(), Nq, Nk), P(p_buf.data(), Nq, Nk);
   for (std::int64_t bh = 0; bh < p.heads_total(); ++bh) {  // (b, h) flattened: heads are independent
-    const ConstMapRM Q(in.q + bh * Nq * D, Nq, D);
-    const ConstMapRM K(in.k + bh * Nk * D, Nk, D);
-    const ConstMapRM V(in.v + bh * Nk * D, Nk, D);
-    MapRM O(out.o + bh * Nq * D, Nq, D);
-    attention_head(p, Q, K, V, S, P, O, out.lse + bh * Nq);
+    const ConstMapRM Q(in.q.as<float>() + bh * Nq * D, Nq, D);
+    const ConstMapRM K(in.k.as<float>() + bh * Nk * D, Nk, D);
+    const ConstMapRM V(in.v.as<float>() + bh * Nk * D, Nk, D);
+    MapRM O(out.o.as<float>() + bh * Nq * D, Nq, D);
+    attention_head(p, Q, K, V, S, P, O, out.lse.as<float>() + bh * Nq);
   }
 }
 

@@ -75,7 +75,7 @@ std::vector<float> values(const fa::MatrixRM& m) { return std::vector<float>(m.d
 // The whole forward on NaN-poisoned outputs, against the float64 loop.
 void check_forward(const fa::Problem& p, const fa::AttentionData& in, fa::Tolerance tol) {
   INFO(p.describe());
-  fa::AttentionResult out(p, kNaN);
+  fa::AttentionResult out(p);
   fa::MemoryMeter meter;
   fa::ex01::attention_forward(p, in.view(), out.view(), meter);
   const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
@@ -144,7 +144,7 @@ TEST_CASE("ex01:output — O = P V: the whole forward against float64") {
 TEST_CASE("the workspace that the meter measures is S and P: 2 * Nq * Nk * 4 bytes") {
   const fa::Problem p = problem(100, 60, 16, false, 2);
   const fa::AttentionData in = fa::make_inputs(p, 30);
-  fa::AttentionResult out(p, kNaN);
+  fa::AttentionResult out(p);
   fa::MemoryMeter meter;
   fa::ex01::attention_forward(p, in.view(), out.view(), meter);
   CHECK(meter.peak() == 2 * 100 * 60 * 4);

@@ -83,7 +83,7 @@ void check_update(const fa::Problem& p, std::int64_t tile, std::uint64_t seed) {
 // The whole forward on NaN-poisoned outputs, against the float64 loop.
 void check_forward(const fa::Problem& p, const fa::AttentionData& in, fa::Tolerance tol) {
   INFO(p.describe());
-  fa::AttentionResult out(p, kNaN);
+  fa::AttentionResult out(p);
   fa::MemoryMeter meter;
   fa::ex02::attention_forward(p, in.view(), out.view(), meter);
   const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
@@ -125,7 +125,7 @@ TEST_CASE("the workspace that the meter measures is one tile and m, l for every 
     const std::int64_t bytes = (fa::ex02::kBr * fa::ex02::kBc + 2 * n) * 4;
     const fa::Problem p = problem(n, n, 16, true);
     const fa::AttentionData in = fa::make_inputs(p, 30);
-    fa::AttentionResult out(p, kNaN);
+    fa::AttentionResult out(p);
     fa::MemoryMeter meter;
     fa::ex02::attention_forward(p, in.view(), out.view(), meter);
     CHECK_MESSAGE(meter.peak() == bytes, "N = " << n);

@@ -78,11 +78,11 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
   float* const m = m_buf.data();
   float* const l = l_buf.data();
   for (std::int64_t bh = 0; bh < p.heads_total(); ++bh) {  // (b, h) flattened: heads are independent
-    const ConstMapRM Q(in.q + bh * Nq * D, Nq, D);
-    const ConstMapRM K(in.k + bh * Nk * D, Nk, D);
-    const ConstMapRM V(in.v + bh * Nk * D, Nk, D);
-    MapRM O(out.o + bh * Nq * D, Nq, D);  // Õ for the whole head, normalised in place at the end
-    float* const lse = out.lse + bh * Nq;
+    const ConstMapRM Q(in.q.as<float>() + bh * Nq * D, Nq, D);
+    const ConstMapRM K(in.k.as<float>() + bh * Nk * D, Nk, D);
+    const ConstMapRM V(in.v.as<float>() + bh * Nk * D, Nk, D);
+    MapRM O(out.o.as<float>() + bh * Nq * D, Nq, D);  // Õ for the whole head, normalised in place at the end
+    float* const lse = out.lse.as<float>() + bh * Nq;
     O.setZero();  // the outputs arrive poisoned with NaN, and 0 · NaN is NaN
     std::fill_n(m, Nq, -kInf);
     std::fill_n(l, Nq, 0.0f);

@@ -58,6 +58,8 @@
 
 #include <cstdint>
 
+#include "fa/cuda/ptx/cp_async.cuh"
+
 namespace fa::step04 {
 
 inline constexpr int kBr = 64;            // query rows per block (the Q tile)
@@ -114,17 +116,11 @@ __device__ __forceinline__ int swz_p(int row, int col) {
 }
 
 // 16 bytes global → shared without passing through registers (sm_80+); `valid` = false
-// zero-fills the destination (src-size 0), which is how rows past Nk become zeros.
-__device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
+// zero-fills the destination (src-size 0), which is how rows past Nk become zeros. The wrappers
+// live in fa/cuda/ptx/cp_async.cuh, shared with the later stages.
+using ptx::cp_async16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
 
 // Starts copying rows j0 .. j0+63 of one head's K (or V) into a swizzled [64][D] tile.
 template <int D>

@@ -12,7 +12,7 @@ std::string version_string(int v) { return std::to_string(v / 1000) + "." + std:
 
 }  // namespace
 
-std::string cuda_skip_reason() {
+std::string cuda_skip_reason(int min_compute_capability) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -20,7 +20,19 @@ std::string cuda_skip_reason() {
     return std::string("no CUDA device (") + cudaGetErrorString(err) + ")";
   }
   if (count == 0) return "no CUDA device";
-  return "";
+  if (min_compute_capability <= 0) return "";
+  // Device 0 is the one every stage runs on. Too old a device is a skip, like no device: the
+  // kernels were built for newer architectures (fa_gpu_stage) and would not launch.
+  cudaDeviceProp prop{};
+  const cudaError_t prop_err = cudaGetDeviceProperties(&prop, 0);
+  if (prop_err != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("CUDA device 0 unusable (") + cudaGetErrorString(prop_err) + ")";
+  }
+  if (prop.major * 10 + prop.minor >= min_compute_capability) return "";
+  return "needs a GPU of compute capability " + std::to_string(min_compute_capability / 10) + "." +
+         std::to_string(min_compute_capability % 10) + " or newer; device 0 (" + prop.name + ") is " +
+         std::to_string(prop.major) + "." + std::to_string(prop.minor);
 }
 
 bool cuda_device_available() { return cuda_skip_reason().empty(); }

@@ -1,14 +1,23 @@
 // problem.hpp — the one problem description that every stage takes.
 //
-// Tensors are [B, H, N, D], contiguous and row-major. LSE is [B, H, Nq] (float32, natural log).
+// Tensors are [B, H, N, D], contiguous and row-major: Q and O have H = Hq query heads, K and V
+// Hkv key/value heads (Hq a multiple of Hkv; query head h reads key/value head h / (Hq / Hkv):
+// grouped-query attention, multi-query at Hkv = 1). LSE is [B, Hq, Nq], float32, natural log.
 // Causal means query i sees key j iff j <= i + (Nk - Nq): the mask is aligned to the bottom-right
 // corner, so for Nq = Nk it is the usual lower triangle, and when Nq < Nk the queries are the last
 // Nq positions of the sequence (as in decoding with a KV cache).
+//
+// A packed variable-length batch (seq_lens non-empty) holds B sequences of different lengths one
+// after the other: tensors [1, H, total, D], sequence s at rows cu_seqlens[s] .. cu_seqlens[s+1].
+// No stage before 10 runs one: Problem::require rejects it with one line.
 #pragma once
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "fa/dtype.hpp"
 
 namespace fa {
 
@@ -17,20 +26,36 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Forward only, or forward then backward.
+enum class Pass { forward, backward };
+const char* to_string(Pass pass);  // "fwd", "bwd" (the results file's words)
+
+// What a stage can run, for Problem::require: anything else is refused with one line.
+struct Supports {
+  std::vector<DType> dtypes{DType::float32};
+  std::vector<std::int64_t> dims;  // head dims; empty: any
+  bool grouped_heads = false;      // Hkv < Hq
+  bool variable_lengths = false;   // packed batches (seq_lens)
+};
+
 struct Problem {
   std::int64_t batch = 1;    // B
-  std::int64_t heads = 1;    // H
+  std::int64_t heads = 1;    // Hq, query heads
+  std::int64_t heads_kv = 0; // Hkv, key/value heads; 0 means Hq
   std::int64_t seq_q = 1;    // Nq, query rows per head
   std::int64_t seq_k = 1;    // Nk, key/value rows per head
   std::int64_t dim = 64;     // D, head dimension
   bool causal = false;
   float scale = 0.0f;        // softmax scale; 0 means the default 1/sqrt(D)
+  DType dtype = DType::float32;          // of Q, K, V, O (and dO, dQ, dK, dV); LSE is float32
+  std::vector<std::int64_t> seq_lens;    // packed variable-length batch: one length per sequence
 
   float softmax_scale() const;
+  std::int64_t kv_heads() const { return heads_kv > 0 ? heads_kv : heads; }
 
   std::int64_t heads_total() const { return batch * heads; }
   std::int64_t q_elements() const { return batch * heads * seq_q * dim; }
-  std::int64_t kv_elements() const { return batch * heads * seq_k * dim; }
+  std::int64_t kv_elements() const { return batch * kv_heads() * seq_k * dim; }
   std::int64_t lse_elements() const { return batch * heads * seq_q; }
 
   // Causal visibility: key j is visible to query i iff j < keys_visible(i).
@@ -43,11 +68,20 @@ struct Problem {
   // visible pairs are counted exactly), backward 2.5x forward.
   double flops_forward() const;
   double flops_backward() const { return 2.5 * flops_forward(); }
-  // The bytes any forward must move at least: read Q, K, V once, write O and LSE once (float32).
-  double bytes_forward_min() const;
+  double flops(Pass pass) const { return pass == Pass::forward ? flops_forward() : flops_backward(); }
+  // The bytes any pass must move at least. Forward: read Q, K, V once, write O and LSE once.
+  // Backward: read Q, K, V, O, dO, LSE once, write dQ, dK, dV once.
+  double bytes_min(Pass pass) const;
+  // Bytes of the tensors a pass reads and writes (inputs, outputs, gradients), for memory checks.
+  double bytes_io(Pass pass) const;
 
   std::string describe() const;  // "B=1 H=2 Nq=512 Nk=512 D=64 causal"
-  void validate() const;         // throws UsageError on a shape no stage can run
+  // Throws UsageError on a shape no stage can run: sizes < 1, Hq not a multiple of Hkv, a bad
+  // scale, or element counts that do not fit 64-bit arithmetic (B·H·N·D, and B·H·Nq·Nk).
+  void validate() const;
+  // validate(), then what this stage runs: "--dtype float16 is not supported by this stage (it
+  // runs float32)".
+  void require(const Supports& s) const;
 };
 
 }  // namespace fa

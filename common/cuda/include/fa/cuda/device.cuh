@@ -19,8 +19,11 @@ struct DeviceInfo {
   std::string runtime_version, driver_version;  // "13.0"
 };
 
-// Empty when a CUDA device is usable; otherwise the reason ("no CUDA device: ...").
-std::string cuda_skip_reason();
+// Empty when a CUDA device is usable and device 0 has at least `min_compute_capability`
+// (major*10 + minor, 0: any; a stage passes kStageMinComputeCapability, fa/cuda/stage_arch.cuh);
+// otherwise the reason, one line ("no CUDA device (...)", "needs a GPU of compute capability 9.0
+// or newer; device 0 (NVIDIA A100-SXM4-80GB) is 8.0").
+std::string cuda_skip_reason(int min_compute_capability = 0);
 bool cuda_device_available();
 
 DeviceInfo query_device(int index = 0);

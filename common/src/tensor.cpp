@@ -1,0 +1,92 @@
+#include "fa/tensor.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace fa {
+
+std::string Shape4::str() const {
+  return "[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(n) + "," + std::to_string(d) + "]";
+}
+
+namespace detail {
+void check_view(DType have, DType want, const Shape4& shape, const Strides4& strides) {
+  if (have != want)
+    throw UsageError(std::string("a ") + to_string(have) + " tensor was given to code written for " + to_string(want));
+  if (!(strides == Strides4::contiguous(shape)))
+    throw UsageError("a strided tensor " + shape.str() + " was given to code written for contiguous tensors");
+}
+}  // namespace detail
+
+HostTensor::HostTensor(Shape4 shape, float fill) : HostTensor(shape, DType::float32, fill) {}
+
+HostTensor::HostTensor(Shape4 shape, DType dtype, float fill)
+    : shape_(shape), dtype_(dtype), bytes_(static_cast<std::size_t>(shape.numel()) * size_of(dtype)) {
+  if (fill != 0.0f)
+    for (std::int64_t i = 0; i < numel(); ++i) set(i, fill);
+}
+
+void HostTensor::poison() { std::memset(bytes_.data(), 0xFF, bytes_.size()); }
+
+float HostTensor::get(std::int64_t flat) const {
+  std::uint16_t bits = 0;
+  switch (dtype_) {
+    case DType::float32: {
+      float f;
+      std::memcpy(&f, bytes_.data() + flat * 4, 4);
+      return f;
+    }
+    case DType::float16:
+      std::memcpy(&bits, bytes_.data() + flat * 2, 2);
+      return half_to_float(bits);
+    case DType::bfloat16:
+      std::memcpy(&bits, bytes_.data() + flat * 2, 2);
+      return bfloat16_to_float(bits);
+  }
+  return 0.0f;
+}
+
+void HostTensor::set(std::int64_t flat, float value) {
+  std::uint16_t bits = 0;
+  switch (dtype_) {
+    case DType::float32: std::memcpy(bytes_.data() + flat * 4, &value, 4); return;
+    case DType::float16: bits = float_to_half(value); break;
+    case DType::bfloat16: bits = float_to_bfloat16(value); break;
+  }
+  std::memcpy(bytes_.data() + flat * 2, &bits, 2);
+}
+
+HostTensor HostTensor::converted(DType to) const {
+  HostTensor out(shape_, to);
+  for (std::int64_t i = 0; i < numel(); ++i) out.set(i, get(i));
+  return out;
+}
+
+std::vector<float> HostTensor::to_float() const {
+  std::vector<float> out(static_cast<std::size_t>(numel()));
+  for (std::int64_t i = 0; i < numel(); ++i) out[static_cast<std::size_t>(i)] = get(i);
+  return out;
+}
+
+float* HostTensor::data() {
+  if (dtype_ != DType::float32) throw std::logic_error(std::string("HostTensor::data(): a ") + to_string(dtype_) + " tensor");
+  return reinterpret_cast<float*>(bytes_.data());
+}
+const float* HostTensor::data() const {
+  if (dtype_ != DType::float32) throw std::logic_error(std::string("HostTensor::data(): a ") + to_string(dtype_) + " tensor");
+  return reinterpret_cast<const float*>(bytes_.data());
+}
+
+AttentionResult::AttentionResult(const Problem& p, Pass pass)
+    : o(q_shape(p), p.dtype), lse(lse_shape(p), DType::float32) {
+  o.poison();
+  lse.poison();
+  if (pass == Pass::backward) {
+    dq = HostTensor(q_shape(p), p.dtype);
+    dk = HostTensor(kv_shape(p), p.dtype);
+    dv = HostTensor(kv_shape(p), p.dtype);
+    for (HostTensor* t : {&dq, &dk, &dv}) t->poison();
+  }
+}
+
+}  // namespace fa

@@ -1,0 +1,124 @@
+#include "fa/verify.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <new>
+#include <ostream>
+
+#include "fa/reference.hpp"
+
+namespace fa {
+
+bool Verification::ok() const {
+  return !reports.empty() && std::all_of(reports.begin(), reports.end(), [](const CompareReport& r) { return r.ok(); });
+}
+double Verification::max_abs() const {
+  double m = 0;
+  for (const auto& r : reports) m = std::fmax(m, r.max_abs);
+  return m;
+}
+double Verification::max_rel() const {
+  double m = 0;
+  for (const auto& r : reports) m = std::fmax(m, r.max_rel);
+  return m;
+}
+double Verification::rel_frobenius() const {
+  double m = 0;
+  for (const auto& r : reports) m = std::fmax(m, r.rel_frobenius);
+  return m;
+}
+
+void Verification::print(std::ostream& os) const {
+  os << "      verified against " << against << ": " << (ok() ? "PASS" : "FAIL") << "\n";
+  for (const CompareReport& r : reports) os << "        " << r.summary() << "\n";
+  if (error_vs_plain > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "        error / a plain implementation's error: %.2f (allowed: %.0f)\n",
+                  error_vs_plain, kPlainErrorMultiple);
+    os << buf;
+  }
+}
+
+Tolerance tolerance_from_plain(double plain_error, double max_abs_ref, DType output_dtype) {
+  const double u = unit_roundoff(output_dtype);
+  return {kPlainErrorMultiple * plain_error + 4 * u * max_abs_ref, 4 * u};
+}
+
+Tolerance tolerance_for(Tolerance base, InputKind inputs) {
+  if (inputs == InputKind::large_logits) return {base.atol * 10, base.rtol * 10};
+  return base;
+}
+
+namespace {
+
+struct Errors {
+  double max_diff = 0, max_ref = 0;
+  void add(double got, double ref) {
+    if (!std::isfinite(got) || !std::isfinite(ref)) return;  // -inf = -inf (an empty row) is exact
+    max_diff = std::fmax(max_diff, std::fabs(got - ref));
+    max_ref = std::fmax(max_ref, std::fabs(ref));
+  }
+};
+
+double ratio(double error, double plain_error) { return plain_error > 0 ? error / plain_error : 0.0; }
+
+}  // namespace
+
+Verification verify_forward(const Problem& p, const AttentionData& in_any, const AttentionResult& got,
+                            const VerifyPlan& plan, std::uint64_t seed) {
+  const AttentionData in = as_float32(in_any);
+  const bool full = p.flops_forward() <= plan.max_full_flops;
+  const std::vector<RowId> rows = full ? all_rows(p) : sample_rows(p, plan.sampled_rows, seed);
+  const std::int64_t D = p.dim;
+
+  std::vector<float> got_o, got_lse;
+  std::vector<double> ref_o, ref_lse;
+  std::vector<double> row_o(static_cast<std::size_t>(D));
+  std::vector<float> plain_o(static_cast<std::size_t>(D));
+  Errors plain_err_o, plain_err_lse;
+  for (const RowId& r : rows) {
+    const std::int64_t flat = (r.b * p.heads + r.h) * p.seq_q + r.i;
+    double lse = 0;
+    float plain_lse = 0;
+    reference_row_f64(p, in, r, row_o.data(), &lse);
+    plain_row(p, in, r, plain_o.data(), &plain_lse);
+    for (std::int64_t d = 0; d < D; ++d) {
+      got_o.push_back(got.o.get(flat * D + d));
+      ref_o.push_back(row_o[d]);
+      plain_err_o.add(plain_o[d], row_o[d]);
+    }
+    got_lse.push_back(got.lse.get(flat));
+    ref_lse.push_back(lse);
+    plain_err_lse.add(plain_lse, lse);
+  }
+
+  Verification v;
+  const Tolerance tol_o = tolerance_from_plain(plain_err_o.max_diff, plain_err_o.max_ref, p.dtype);
+  const Tolerance tol_lse = tolerance_from_plain(plain_err_lse.max_diff, plain_err_lse.max_ref, DType::float32);
+  v.reports.push_back(compare("O", got_o, ref_o, tol_o));
+  v.reports.push_back(compare("LSE", got_lse, ref_lse, tol_lse));
+  v.error_vs_plain = std::fmax(ratio(v.reports[0].max_abs, plain_err_o.max_diff),
+                               ratio(v.reports[1].max_abs, plain_err_lse.max_diff));
+  v.how = full ? "all rows" : std::to_string(rows.size()) + " sampled rows";
+  v.against = "float64 (" + v.how + ")";
+
+  // The previous stage on every row: both results are within the bound of the truth, so they are
+  // within twice the bound of each other.
+  if (plan.previous && p.flops_forward() <= plan.previous->max_flops) {
+    try {
+      AttentionResult before(p);
+      plan.previous->forward(p, in_any, before);
+      const Tolerance twice_o{2 * tol_o.atol, 2 * tol_o.rtol}, twice_lse{2 * tol_lse.atol, 2 * tol_lse.rtol};
+      const std::vector<float> got_all_o = got.o.to_float(), before_o = before.o.to_float();
+      v.reports.push_back(compare("O vs " + plan.previous->name, got_all_o, before_o, twice_o));
+      v.reports.push_back(compare("LSE vs " + plan.previous->name, got.lse.values(), before.lse.values(), twice_lse));
+      v.against += ", " + plan.previous->name + " (all rows)";
+    } catch (const std::bad_alloc&) {
+      v.against += " (" + plan.previous->name + " does not fit at this size)";
+    }
+  }
+  return v;
+}
+
+}  // namespace fa
