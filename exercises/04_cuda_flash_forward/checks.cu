@@ -5,18 +5,18 @@
 //   cmake --build build --target check_ex04
 #include <doctest/doctest.h>
 
-#include "04_cuda_flash_forward/tests/gpu_run.cuh"
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/testing.hpp"
 #include "fa/random.hpp"
 #include "flash_forward_exercise.cuh"
 
 namespace {
 
 using fa::testing::problem;
-using fa::testing::run_gpu;
 
 void check(const fa::Problem& p, const fa::AttentionData& in, fa::Tolerance tol) {
   INFO(p.describe());
-  const auto r = run_gpu(fa::ex04::attention_forward, p, in);
+  const auto r = fa::run_once(p, in, fa::ex04::attention_forward);
   fa::testing::check_against_f64(p, in, r.out, tol, "ex04");
 }
 
@@ -28,20 +28,20 @@ TEST_CASE("ex04: one tile, several tiles, tails, every D, causal and not") {
     for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {1, 77}, {77, 1}, {64, 64},
                                  {129, 200}, {200, 129}, {300, 300}})
       for (const bool causal : {false, true}) {
-        const fa::Problem p = problem(2, 2, nq, nk, d, causal);
+        const fa::Problem p = problem(nq, nk, d, causal, 2, 2);
         check(p, fa::make_inputs(p, ++seed), fa::kFloat32Tol);
       }
 }
 
 TEST_CASE("ex04: large logits (scores 50..200): exponents stay <= 0") {
   for (const bool causal : {false, true}) {
-    const fa::Problem p = problem(1, 2, 129, 300, 64, causal);
+    const fa::Problem p = problem(129, 300, 64, causal, 1, 2);
     check(p, fa::make_inputs(p, 41, fa::InputKind::large_logits), fa::Tolerance{2e-4, 2e-4});
   }
 }
 
 TEST_CASE("ex04: the max arriving in the last tile: the earlier tiles are rescaled by alpha") {
-  const fa::Problem p = problem(1, 1, 3, 5 * 64 + 7, 64, false);
+  const fa::Problem p = problem(3, 5 * 64 + 7, 64, false, 1, 1);
   fa::AttentionData in = fa::make_inputs(p, 42);
   for (float& x : in.q.values()) x = 1.0f;
   for (std::int64_t j = 0; j < p.seq_k; ++j)
@@ -50,9 +50,9 @@ TEST_CASE("ex04: the max arriving in the last tile: the earlier tiles are rescal
 }
 
 TEST_CASE("ex04: rows that see no key (causal, Nq > Nk): O = 0 and LSE = -inf, never NaN") {
-  const fa::Problem p = problem(1, 2, 133, 30, 64, true);
+  const fa::Problem p = problem(133, 30, 64, true, 1, 2);
   const fa::AttentionData in = fa::make_inputs(p, 43);
-  const auto r = run_gpu(fa::ex04::attention_forward, p, in);
+  const auto r = fa::run_once(p, in, fa::ex04::attention_forward);
   fa::testing::check_empty_rows(p, r.out);
   fa::testing::check_against_f64(p, in, r.out, fa::kFloat32Tol, "ex04");
 }

@@ -218,7 +218,8 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
   step04::check_launchable(p, in, out, "ex04");
   const int none = kNoHole;
   FA_CUDA_CHECK(cudaMemcpyToSymbolAsync(g_hole_reached, &none, sizeof none, 0, cudaMemcpyHostToDevice, ctx.stream));
-  const KernelArgs a{in.q, in.k, in.v, out.o, out.lse, static_cast<int>(p.seq_q), static_cast<int>(p.seq_k),
+  const KernelArgs a{in.q.as<float>(), in.k.as<float>(), in.v.as<float>(), out.o.as<float>(), out.lse.as<float>(),
+                     static_cast<int>(p.seq_q), static_cast<int>(p.seq_k),
                      p.softmax_scale() * static_cast<float>(M_LOG2E), p.causal};
   const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_q + kBr - 1) / kBr));
   auto launch = [&](auto kernel, int smem) {

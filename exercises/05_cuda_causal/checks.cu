@@ -10,14 +10,14 @@
 #include <cstring>
 
 #include "04_cuda_flash_forward/flash_forward.cuh"
-#include "04_cuda_flash_forward/tests/gpu_run.cuh"
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/testing.hpp"
 #include "fa/random.hpp"
 #include "flash_causal_exercise.cuh"
 
 namespace {
 
 using fa::testing::problem;
-using fa::testing::run_gpu;
 constexpr std::int64_t kTile = 64;  // Br = Bc
 
 struct Counts {
@@ -52,10 +52,10 @@ TEST_CASE("ex05: causal forward matches float64, every D") {
   std::uint64_t seed = 50;
   for (const std::int64_t d : {32, 64, 128})
     for (const Shape& s : kShapes) {
-      const fa::Problem p = problem(2, 2, s.nq, s.nk, d, true);
+      const fa::Problem p = problem(s.nq, s.nk, d, true, 2, 2);
       INFO(p.describe());
       const fa::AttentionData in = fa::make_inputs(p, ++seed);
-      const auto r = run_gpu([](auto&&... a) { fa::ex05::attention_forward(a...); }, p, in);
+      const auto r = fa::run_once(p, in, [](auto&&... a) { fa::ex05::attention_forward(a...); });
       fa::testing::check_against_f64(p, in, r.out, fa::kFloat32Tol, "ex05");
     }
 }
@@ -63,24 +63,24 @@ TEST_CASE("ex05: causal forward matches float64, every D") {
 TEST_CASE("ex05: the same bits as stage 04, which masks every tile") {
   std::uint64_t seed = 60;
   for (const Shape& s : kShapes) {
-    const fa::Problem p = problem(2, 2, s.nq, s.nk, 64, true);
+    const fa::Problem p = problem(s.nq, s.nk, 64, true, 2, 2);
     INFO(p.describe());
     const fa::AttentionData in = fa::make_inputs(p, ++seed);
-    const auto ours = run_gpu([](auto&&... a) { fa::ex05::attention_forward(a...); }, p, in);
-    const auto stage04 = run_gpu(fa::step04::attention_forward, p, in);
-    CHECK(std::memcmp(ours.out.o.data(), stage04.out.o.data(), ours.out.o.bytes()) == 0);
-    CHECK(std::memcmp(ours.out.lse.data(), stage04.out.lse.data(), ours.out.lse.bytes()) == 0);
+    const auto ours = fa::run_once(p, in, [](auto&&... a) { fa::ex05::attention_forward(a...); });
+    const auto stage04 = fa::run_once(p, in, fa::step04::attention_forward);
+    CHECK(std::memcmp(ours.out.o.raw(), stage04.out.o.raw(), ours.out.o.bytes()) == 0);
+    CHECK(std::memcmp(ours.out.lse.raw(), stage04.out.lse.raw(), ours.out.lse.bytes()) == 0);
   }
 }
 
 TEST_CASE("ex05: the tiles above the diagonal are never loaded; only the mixed ones are masked") {
   for (const Shape& s : kShapes) {
-    const fa::Problem p = problem(2, 3, s.nq, s.nk, 64, true);
+    const fa::Problem p = problem(s.nq, s.nk, 64, true, 2, 3);
     INFO(p.describe());
     fa::MemoryMeter meter;
     fa::DeviceBuffer<unsigned long long> counters(meter, 2);
     FA_CUDA_CHECK(cudaMemset(counters.data(), 0, counters.bytes()));
-    run_gpu([&](auto&&... a) { fa::ex05::attention_forward(a..., counters.data()); }, p, fa::make_inputs(p, 70));
+    fa::run_once(p, fa::make_inputs(p, 70), [&](auto&&... a) { fa::ex05::attention_forward(a..., counters.data()); });
     unsigned long long got[2];
     counters.download(got, 2);
     const Counts want = count_pairwise(p);

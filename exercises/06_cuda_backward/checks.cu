@@ -20,8 +20,9 @@
 #include "06_cuda_backward/flash_backward.cuh"
 #include "backward_tile.cuh"
 #include "fa/backward.hpp"
-#include "fa/cuda/backward_gpu.cuh"
-#include "fa/random.hpp"
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/stage.hpp"
+#include "fa/testing.hpp"
 
 TEST_CASE("ex06:ds on the host: dS = P (dP - delta)") {
   using fa::step06::grad_score;
@@ -46,27 +47,25 @@ TEST_CASE("ex06:dkdv on the host: one column of the tile into dK and dV") {
 TEST_CASE("ex06 on the GPU: stage 06's kernels with your helpers, against the float64 backward") {
   for (const bool causal : {false, true})
     for (const bool deterministic : {false, true}) {
-      fa::Problem p;
-      p.batch = 2;
-      p.heads = 2;
-      p.seq_q = 100;  // a tail: not a multiple of the 64-row tiles
-      p.seq_k = 130;
-      p.dim = 64;
-      p.causal = causal;
-      const fa::BackwardData data = fa::make_backward_inputs(p, 6, fa::InputKind::normal);
+      // Nq = 100: a tail, not a multiple of the 64-row tiles; B = H = 2.
+      const fa::Problem p = fa::testing::problem(100, 130, 64, causal);
+      const fa::AttentionData data = fa::make_case_inputs(p, fa::Pass::backward, 6, fa::InputKind::normal);
       const fa::DeviceBackward backward = [deterministic](const fa::Problem& pp, const fa::AttentionInputs& in,
-                                                          const float* o, const float* lse, const float* d_o,
-                                                          const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+                                                          fa::ConstTensorView o, fa::ConstTensorView lse,
+                                                          fa::ConstTensorView d_o, const fa::AttentionGradients& g,
+                                                          fa::DeviceContext& ctx) {
         fa::step06::BackwardOptions options;
         options.deterministic = deterministic;
         fa::step06::attention_backward(pp, in, o, lse, d_o, g, ctx, options);
       };
-      const fa::BackwardRun run = fa::run_backward_once(p, data, fa::float64_forward(data.in), backward);
-      const fa::BackwardVerification v = fa::verify_backward(p, data, run.out, true, 0, 1);
-      INFO(p.describe() << (deterministic ? " deterministic" : "") << "\n  " << v.dq.summary() << "\n  "
-                        << v.dk.summary() << "\n  " << v.dv.summary());
-      CHECK(v.dq.ok());
-      CHECK(v.dk.ok());
-      CHECK(v.dv.ok());
+      const fa::GpuRun run = fa::run_once(p, data, fa::float64_forward(data), backward);
+      // Verification::reports of a backward: dQ, dK, dV, O, LSE.
+      const fa::Verification v = fa::verify_backward(p, data, run.out, true, 0, 1);
+      const fa::CompareReport &dq = v.reports[0], &dk = v.reports[1], &dv = v.reports[2];
+      INFO(p.describe() << (deterministic ? " deterministic" : "") << "\n  " << dq.summary() << "\n  "
+                        << dk.summary() << "\n  " << dv.summary());
+      CHECK(dq.ok());
+      CHECK(dk.ok());
+      CHECK(dv.ok());
     }
 }

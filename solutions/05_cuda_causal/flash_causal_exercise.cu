@@ -12,8 +12,7 @@
 //                        when Nq > Nk whole Q tiles see no key (n_tiles = 0); when the first row
 //                        sees every key, no tile needs the mask (mask_from = n_tiles).
 //   ex05:diagonal_mask   on the tiles t ≥ mask_from: s[i][j] = −inf where key j0 + tx + 16j lies
-//                        past what row i0 + ty + 8i sees (j > i + Nk − Nq); in test mode
-//                        (kCountTiles) thread 0 adds 1 to a.tile_counters[1] per masked tile.
+//                        past what row i0 + ty + 8i sees (j > i + Nk − Nq).
 //
 // The checks compare with float64, with stage 04's bits (mask on every tile), and count the tiles
 // your bounds load against a pair-by-pair count. Device code cannot throw, so a hole calls
@@ -22,7 +21,9 @@
 //   cmake --build build --target check_ex05
 // The chapter is docs/05_cuda_causal.md; the answer is in solutions/05_cuda_causal/.
 // Outside the holes this file is the stage's kernel in namespace fa::ex05 (the helpers come from the
-// stage headers), the device_todo machinery and a launcher that waits for the kernel.
+// stage headers), the device_todo machinery, a launcher that waits for the kernel, and what the
+// stage kernel does not have: counters of the tiles your bounds load and mask (kCountTiles), so that
+// the checks can see that the tiles above the diagonal are skipped.
 #include "flash_causal_exercise.cuh"
 
 #include <climits>
@@ -37,7 +38,6 @@ namespace fa::ex05 {
 
 namespace {
 
-using step05::KernelArgs;
 using step05::kBc;
 using step05::kBr;
 using step05::kKeysPerThread;
@@ -52,10 +52,15 @@ const char* const kHoleMessages[] = {
     "TODO(ex05:kv_bounds) is not done yet: when causal, n_tiles = the key tiles up to what the Q tile's "
     "last row sees, mask_from = the first tile that its first row does not see whole",
     "TODO(ex05:diagonal_mask) is not done yet: on tiles t >= mask_from, s = -inf where the key lies past "
-    "what the row sees (j > i + Nk - Nq); count the tile in a.tile_counters[1] in test mode",
+    "what the row sees (j > i + Nk - Nq)",
 };
 __device__ int g_hole_reached;  // the lowest hole a thread reached; kNoHole: none
 [[maybe_unused]] __device__ void device_todo(Hole hole) { atomicMin(&g_hole_reached, static_cast<int>(hole)); }
+
+// Stage 05's kernel arguments, and the exercise's tile counters.
+struct KernelArgs : step05::KernelArgs {
+  unsigned long long* tile_counters;  // kCountTiles only: [0] K/V tiles loaded, [1] tiles masked
+};
 
 // One block: one Q tile of head `blockIdx.x` (b·H + h), the key tiles its rows can see.
 template <int D, bool kCountTiles = false, int kMinBlocks = min_blocks_per_sm<D>()>
@@ -159,11 +164,11 @@ flash_causal_kernel(const KernelArgs a) {
         for (int j = 0; j < kKeysPerThread; ++j)
           if (j0 + tx + 16 * j > row + causal_offset) s[i][j] = kNegInf;
       }
-      if constexpr (kCountTiles) {
-        if (threadIdx.x == 0) atomicAdd(&a.tile_counters[1], 1ull);
-      }
     }
     // <<< ex05:diagonal_mask
+    if constexpr (kCountTiles) {
+      if (t >= mask_from && threadIdx.x == 0) atomicAdd(&a.tile_counters[1], 1ull);
+    }
     if (j0 + kBc > a.seq_k) {  // the key tail of the last tile: keys that do not exist
 #pragma unroll
       for (int i = 0; i < kRowsPerThread; ++i)
@@ -281,8 +286,10 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
   step04::check_launchable(p, in, out, "ex05");
   const int none = kNoHole;
   FA_CUDA_CHECK(cudaMemcpyToSymbolAsync(g_hole_reached, &none, sizeof none, 0, cudaMemcpyHostToDevice, ctx.stream));
-  const KernelArgs a{in.q, in.k, in.v, out.o, out.lse, static_cast<int>(p.seq_q), static_cast<int>(p.seq_k),
-                     p.softmax_scale() * static_cast<float>(M_LOG2E), p.causal, /*heavy_first=*/true, tile_counters};
+  const KernelArgs a{{in.q.as<float>(), in.k.as<float>(), in.v.as<float>(), out.o.as<float>(), out.lse.as<float>(),
+                      static_cast<int>(p.seq_q), static_cast<int>(p.seq_k),
+                      p.softmax_scale() * static_cast<float>(M_LOG2E), p.causal, /*heavy_first=*/true},
+                     tile_counters};
   const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_q + kBr - 1) / kBr));
   auto launch = [&](auto kernel, int smem) {
     FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

@@ -23,6 +23,7 @@
 #include "fa/cli.hpp"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/device_buffer.cuh"
+#include "fa/cuda/stage_arch.cuh"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/stage.hpp"
 #include "naive_attention.cuh"
@@ -100,11 +101,12 @@ bool fits(const fa::Problem& p, const std::vector<const OurVariant*>& variants, 
   try {
     for (const OurVariant* v : variants) {
       fa::MemoryMeter meter(limit_bytes);  // 0: the device's memory is the only limit
-      fa::DeviceBuffer<float> q(meter, p.q_elements()), k(meter, p.kv_elements()), vv(meter, p.kv_elements()),
-          o(meter, p.q_elements()), lse(meter, p.lse_elements());
-      for (auto* b : {&q, &k, &vv}) FA_CUDA_CHECK(cudaMemset(b->data(), 0, b->bytes()));
+      fa::DeviceTensor q(meter, fa::q_shape(p), p.dtype), k(meter, fa::kv_shape(p), p.dtype),
+          vv(meter, fa::kv_shape(p), p.dtype), o(meter, fa::q_shape(p), p.dtype),
+          lse(meter, fa::lse_shape(p), fa::DType::float32);
+      for (auto* t : {&q, &k, &vv}) FA_CUDA_CHECK(cudaMemset(t->view().data, 0, t->bytes()));
       fa::DeviceContext ctx(meter);
-      v->forward(p, {q.data(), k.data(), vv.data()}, {o.data(), lse.data()}, ctx);
+      v->forward(p, {q.view(), k.view(), vv.view()}, {o.view(), lse.view()}, ctx);
       FA_CUDA_CHECK(cudaDeviceSynchronize());
       measured = std::max(measured, meter.peak());
     }
@@ -115,7 +117,7 @@ bool fits(const fa::Problem& p, const std::vector<const OurVariant*>& variants, 
 }
 
 // The search; returns the sweep for the harness. Prints each probe.
-std::vector<std::int64_t> find_oom(const fa::Options& opt, const std::vector<const OurVariant*>& variants) {
+std::vector<std::int64_t> find_oom(const fa::RunOptions& opt, const std::vector<const OurVariant*>& variants) {
   fa::Problem p = opt.problem;
   const std::int64_t start = std::max<std::int64_t>(1, opt.sizes.front().second);
   constexpr std::int64_t kMaxN = std::int64_t{1} << 22;
@@ -168,63 +170,55 @@ std::vector<std::int64_t> find_oom(const fa::Options& opt, const std::vector<con
 }  // namespace
 
 int main(int argc, char** argv) {
-  fa::StageDefinition def;
-  def.id = "03";
-  def.cli.program = "step03_cuda_naive";
-  def.cli.summary = "three CUDA kernels (QK^T, row softmax, PV), S and P in device memory; and cuBLAS GEMMs";
-  def.cli.defaults.batch = 1;
-  def.cli.defaults.heads = 8;
-  def.cli.defaults.dim = 64;
-  def.cli.default_sweep = {256, 512, 1024, 2048, 4096};
+  fa::CliSpec spec;
+  spec.program = "step03_cuda_naive";
+  spec.summary = "three CUDA kernels (QK^T, row softmax, PV), S and P in device memory; and cuBLAS GEMMs";
+  spec.defaults.batch = 1;
+  spec.defaults.heads = 8;
+  spec.defaults.dim = 64;
+  spec.default_sweep = {256, 512, 1024, 2048, 4096};
   // Any head dim: the tiled kernels guard the D axis like the others (tests: 8, 16, 32, 64, 100, 128).
-  def.cli.variants = {"naive", "cublas"};
-  def.cli.extra_flags = {"--find-oom"};
-  def.cli.notes =
+  spec.variants = {"naive", "cublas"};
+  spec.notes =
       "variants: naive (three hand-written kernels), cublas (cublasSgemmStridedBatched, FP32 math, no\n"
       "TF32, around the same softmax kernel). Stage 02 (CPU, one thread) runs beside them up to N = 1024.\n"
       "memory: S and P, B*H*Nq*Nk floats each, measured on the meter (cuBLAS: +32 MiB workspace).\n"
-      "verification: all rows against stage 02 while small, sampled rows beyond (stage 02 on one-row\n"
-      "problems). --find-oom: for the given B, H, D, the largest N that fits (doubling from the first\n"
-      "sweep size, then bisection), then the usual run over those sizes, with oom rows past the wall.";
-  use_gpu_defaults(def);
+      "verification: float64 on all rows while small, sampled rows beyond; and stage 02 on every row\n"
+      "up to 1.1e9 FLOPs.";
+  fa::StageCli cli(spec);
+  bool find = false;
+  cli.app().add_flag("--find-oom", find,
+                     "for the given B, H, D: the largest N that fits (doubling from the first sweep size, then "
+                     "bisection), then the usual run over those sizes, with oom rows past the wall");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  fa::RunOptions& opt = cli.options();
+
+  fa::StageDefinition def;
+  def.id = "03";
   for (const OurVariant& v : kOurs) def.variants.push_back(fa::gpu_variant("03", v.name, /*ours=*/true, v.forward));
   def.variants.push_back(stage02_comparison());
-  def.reference = {"02 online", fa::host_forward(fa::step02::attention_forward), fa::kFloat32Tol};
-  def.max_full_reference_flops = 1.1e9;  // the CPU's full forward stays under a second
+  def.verify.previous = fa::PreviousStage{"02 online", fa::host_forward(fa::step02::attention_forward), 1.1e9};
   def.extra_report = print_split;
+  fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);
 
-  // --find-oom: search first, then hand the sizes found to the harness as a --sweep.
-  const bool find = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--find-oom"; });
-  if (!find || !fa::cuda_skip_reason().empty()) return fa::run_stage(argc, argv, def);
-  fa::Options opt;
-  try {
-    opt = fa::parse_cli(argc, argv, def.cli);
-    if (!opt.load_dir.empty()) throw fa::UsageError("--find-oom chooses the sizes itself; drop --load");
-    for (int a = 1; a < argc; ++a)
-      if (std::string(argv[a]).starts_with("--seq"))  // the search appends a --sweep of its own
-        throw fa::UsageError("--find-oom searches Nq = Nk from the first --sweep size; drop " + std::string(argv[a]));
-  } catch (const fa::UsageError& e) {
-    std::cerr << def.cli.program << ": error: " << e.what() << "\n";
-    return fa::kExitUsage;
+  // --find-oom: search first, then hand the sizes found to the harness as its sweep.
+  if (find && def.skip_reason().empty()) {
+    const CLI::App& app = cli.app();
+    if (!opt.load_dir.empty() || app.count("--seq") + app.count("--seq-q") + app.count("--seq-k") > 0) {
+      std::cerr << spec.program << ": error: --find-oom searches Nq = Nk from the first --sweep size; drop --load/--seq\n";
+      return fa::kExitUsage;
+    }
+    std::vector<const OurVariant*> probed;
+    for (const OurVariant& v : kOurs)
+      if (opt.variant.empty() || opt.variant == v.name) probed.push_back(&v);
+    try {
+      const std::vector<std::int64_t> sweep = find_oom(opt, probed);
+      opt.sizes.clear();
+      for (std::int64_t n : sweep) opt.sizes.emplace_back(n, n);
+    } catch (const std::exception& e) {
+      std::cerr << spec.program << ": error: --find-oom: " << e.what() << "\n";
+      return fa::kExitVerifyFailed;
+    }
   }
-  if (opt.help) return fa::run_stage(argc, argv, def);
-  std::vector<const OurVariant*> probed;
-  for (const OurVariant& v : kOurs)
-    if (opt.variant.empty() || opt.variant == v.name) probed.push_back(&v);
-  std::vector<std::int64_t> sweep;
-  try {
-    sweep = find_oom(opt, probed);
-  } catch (const std::exception& e) {
-    std::cerr << def.cli.program << ": error: --find-oom: " << e.what() << "\n";
-    return fa::kExitVerifyFailed;
-  }
-  std::string list;
-  for (std::int64_t n : sweep) list += (list.empty() ? "" : ",") + std::to_string(n);
-  // The same command line with the sweep found; a later --sweep replaces an earlier one.
-  std::vector<std::string> args(argv, argv + argc);
-  args.push_back("--sweep");
-  args.push_back(list);
-  std::vector<const char*> cargs;
-  for (const std::string& a : args) cargs.push_back(a.c_str());
-  return fa::run_stage(static_cast<int>(cargs.size()), cargs.data(), def);
+  return fa::run_stage(cli, def);
 }

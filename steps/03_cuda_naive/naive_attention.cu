@@ -194,21 +194,21 @@ void attention_forward_naive(const Problem& p, const AttentionInputs& in, const 
   {
     NvtxRange range("step03/qk");
     ctx.kernel_begin("qk");
-    launch_qk(p, in.q, in.k, sc.s, ctx.stream);
+    launch_qk(p, in.q.as<float>(), in.k.as<float>(), sc.s, ctx.stream);
     FA_CUDA_CHECK_LAUNCH();
     ctx.kernel_end("qk");
   }
   {
     NvtxRange range("step03/softmax");
     ctx.kernel_begin("softmax");
-    launch_softmax(p, sc.s, sc.pr, out.lse, ctx.stream);
+    launch_softmax(p, sc.s, sc.pr, out.lse.as<float>(), ctx.stream);
     FA_CUDA_CHECK_LAUNCH();
     ctx.kernel_end("softmax");
   }
   {
     NvtxRange range("step03/pv");
     ctx.kernel_begin("pv");
-    launch_pv(p, sc.pr, in.v, out.o, ctx.stream);
+    launch_pv(p, sc.pr, in.v.as<float>(), out.o.as<float>(), ctx.stream);
     FA_CUDA_CHECK_LAUNCH();
     ctx.kernel_end("pv");
   }
@@ -241,14 +241,14 @@ void attention_forward_cublas(const Problem& p, const AttentionInputs& in, const
     NvtxRange range("step03/qk");
     ctx.kernel_begin("qk");
     // Sᵀ[Nk, Nq] = τ · (Kᵀ)ᵀ[Nk, D] · Qᵀ[D, Nq]
-    FA_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, nk, nq, d, &tau, in.k, d, stride_kv,
-                                              in.q, d, stride_q, &zero, sc.s, nk, stride_s, batch));
+    FA_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, nk, nq, d, &tau, in.k.as<float>(), d, stride_kv,
+                                              in.q.as<float>(), d, stride_q, &zero, sc.s, nk, stride_s, batch));
     ctx.kernel_end("qk");
   }
   {
     NvtxRange range("step03/softmax");
     ctx.kernel_begin("softmax");
-    launch_softmax(p, sc.s, sc.pr, out.lse, ctx.stream);
+    launch_softmax(p, sc.s, sc.pr, out.lse.as<float>(), ctx.stream);
     FA_CUDA_CHECK_LAUNCH();
     ctx.kernel_end("softmax");
   }
@@ -256,8 +256,8 @@ void attention_forward_cublas(const Problem& p, const AttentionInputs& in, const
     NvtxRange range("step03/pv");
     ctx.kernel_begin("pv");
     // Oᵀ[D, Nq] = Vᵀ[D, Nk] · Pᵀ[Nk, Nq]
-    FA_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, d, nq, nk, &one, in.v, d, stride_kv,
-                                              sc.pr, nk, stride_s, &zero, out.o, d, stride_q, batch));
+    FA_CUBLAS_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, d, nq, nk, &one, in.v.as<float>(), d, stride_kv,
+                                              sc.pr, nk, stride_s, &zero, out.o.as<float>(), d, stride_q, batch));
     ctx.kernel_end("pv");
   }
 }

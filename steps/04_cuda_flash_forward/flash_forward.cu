@@ -39,7 +39,8 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
     return true;
   }();
   (void)configured;
-  KernelArgs a{in.q, in.k, in.v, out.o, out.lse, static_cast<int>(p.seq_q), static_cast<int>(p.seq_k),
+  KernelArgs a{in.q.as<float>(), in.k.as<float>(), in.v.as<float>(), out.o.as<float>(), out.lse.as<float>(),
+               static_cast<int>(p.seq_q), static_cast<int>(p.seq_k),
                p.softmax_scale() * static_cast<float>(M_LOG2E), p.causal};
   const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_q + kBr - 1) / kBr));
   ctx.kernel_begin("flash_forward");
@@ -53,17 +54,15 @@ bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) %
 }  // namespace
 
 void check_launchable(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, const char* stage) {
-  p.validate();
+  p.require(kSupports);
   const std::string who = std::string("stage ") + stage + ": ";
-  if (p.dim != 32 && p.dim != 64 && p.dim != 128)
-    throw UsageError(who + "D = " + std::to_string(p.dim) + " is not supported (compiled for D = 32, 64, 128)");
   // The grid's y dimension holds the Q tiles (at most 65535), x the B·H heads.
   if ((p.seq_q + kBr - 1) / kBr > 65535)
     throw UsageError(who + "Nq = " + std::to_string(p.seq_q) + " is too long (at most " +
                      std::to_string(65535 * kBr) + ")");
   if (p.seq_k > INT_MAX - 2 * kBc || p.heads_total() > INT_MAX)
     throw UsageError(who + "Nk or B·H is too large for 32-bit tile indices");
-  if (!aligned16(in.q) || !aligned16(in.k) || !aligned16(in.v) || !aligned16(out.o))
+  if (!aligned16(in.q.data) || !aligned16(in.k.data) || !aligned16(in.v.data) || !aligned16(out.o.data))
     throw UsageError(who + "Q, K, V and O must be 16-byte aligned (the kernel moves float4)");
 }
 

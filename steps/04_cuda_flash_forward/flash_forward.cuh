@@ -10,12 +10,13 @@
 
 namespace fa::step04 {
 
-// The head dims the kernel is compiled for (a template parameter: the D loop is unrolled and the
-// O accumulator is a register array); any other D is a UsageError (exit 2).
-inline constexpr std::int64_t kSupportedDims[] = {32, 64, 128};
+// What the kernel runs: float32, and the head dims it is compiled for (a template parameter: the
+// D loop is unrolled and the O accumulator is a register array). Anything else is a UsageError
+// (exit 2). Stage 05 runs the same.
+inline const Supports kSupports{.dtypes = {DType::float32}, .dims = {32, 64, 128}};
 
-// The stage's forward, the signature every GPU stage shares (fa::DeviceForward): device pointers
-// to contiguous [B,H,N,D] float32 tensors (16-byte aligned, as cudaMalloc gives), O and LSE
+// The stage's forward, the signature every GPU stage shares (fa::DeviceForward): device views of
+// contiguous [B,H,N,D] float32 tensors (16-byte aligned, as cudaMalloc gives), O and LSE
 // written, nothing else allocated. Causal applies the mask to every tile (no tile skipped: that is
 // stage 05). Queued on ctx.stream; errors of the launch are thrown, errors of the run surface at
 // the next synchronisation.

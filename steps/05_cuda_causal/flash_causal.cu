@@ -1,8 +1,8 @@
-// Stage 05 — the host side: stage 04's checks and dispatch, the tile-order switch, and the test-mode
-// tile counters.
+// Stage 05 — the host side: stage 04's checks and dispatch, the tile-order switch, and the host
+// count of the tiles loaded and masked.
 //
 // What changed from stage 04 (diff steps/04_cuda_flash_forward/flash_forward.cu against this file):
-// the kernel takes heavy_first and an optional counter buffer; everything else is the same launch.
+// the kernel takes heavy_first; everything else is the same launch.
 //
 // Build and run (verifies against stage 04 with the mask on every tile, and charts both):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step05_cuda_causal
@@ -18,41 +18,31 @@
 
 #include "04_cuda_flash_forward/flash_forward.cuh"
 #include "05_cuda_causal/flash_causal_kernel.cuh"
-#include "fa/cli.hpp"
 #include "fa/cuda/check.cuh"
 
 namespace fa::step05 {
 
 namespace {
 
-template <int D, bool kCount>
+template <int D>
 void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
-            const CausalOptions& opt, unsigned long long* counters) {
+            bool heavy_first) {
   constexpr int smem = smem_bytes<D>();
   static const bool configured = [] {
-    FA_CUDA_CHECK(cudaFuncSetAttribute(flash_causal_kernel<D, kCount>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    FA_CUDA_CHECK(cudaFuncSetAttribute(flash_causal_kernel<D, kCount>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    FA_CUDA_CHECK(cudaFuncSetAttribute(flash_causal_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    FA_CUDA_CHECK(cudaFuncSetAttribute(flash_causal_kernel<D>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        cudaSharedmemCarveoutMaxShared));
     return true;
   }();
   (void)configured;
-  KernelArgs a{in.q, in.k, in.v, out.o, out.lse, static_cast<int>(p.seq_q), static_cast<int>(p.seq_k),
-               p.softmax_scale() * static_cast<float>(M_LOG2E), p.causal, opt.heavy_first, counters};
+  KernelArgs a{in.q.as<float>(), in.k.as<float>(), in.v.as<float>(), out.o.as<float>(), out.lse.as<float>(),
+               static_cast<int>(p.seq_q), static_cast<int>(p.seq_k),
+               p.softmax_scale() * static_cast<float>(M_LOG2E), p.causal, heavy_first};
   const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_q + kBr - 1) / kBr));
   ctx.kernel_begin("flash_causal");
-  flash_causal_kernel<D, kCount><<<grid, kThreads, smem, ctx.stream>>>(a);
+  flash_causal_kernel<D><<<grid, kThreads, smem, ctx.stream>>>(a);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("flash_causal");
-}
-
-template <bool kCount>
-void dispatch(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
-              const CausalOptions& opt, unsigned long long* counters) {
-  switch (p.dim) {
-    case 32: launch<32, kCount>(p, in, out, ctx, opt, counters); break;
-    case 64: launch<64, kCount>(p, in, out, ctx, opt, counters); break;
-    default: launch<128, kCount>(p, in, out, ctx, opt, counters); break;
-  }
 }
 
 }  // namespace
@@ -72,29 +62,19 @@ TileCounts count_tiles(const Problem& p) {
   return c;
 }
 
-void attention_forward_with(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                            DeviceContext& ctx, const CausalOptions& opt) {
+void attention_forward_ordered(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                               DeviceContext& ctx, bool heavy_first) {
   step04::check_launchable(p, in, out, "05");
-  if (!opt.count_tiles) {
-    dispatch<false>(p, in, out, ctx, opt, nullptr);
-    return;
+  switch (p.dim) {
+    case 32: launch<32>(p, in, out, ctx, heavy_first); break;
+    case 64: launch<64>(p, in, out, ctx, heavy_first); break;
+    default: launch<128>(p, in, out, ctx, heavy_first); break;
   }
-  auto* counters = ctx.scratch_as<unsigned long long>("step05/tile_counters", 2);
-  FA_CUDA_CHECK(cudaMemsetAsync(counters, 0, 2 * sizeof(unsigned long long), ctx.stream));
-  dispatch<true>(p, in, out, ctx, opt, counters);
-  unsigned long long host[2] = {0, 0};
-  FA_CUDA_CHECK(cudaMemcpyAsync(host, counters, sizeof host, cudaMemcpyDeviceToHost, ctx.stream));
-  FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  ctx.counters["kv_tiles_loaded"] = static_cast<double>(host[0]);
-  ctx.counters["kv_tiles_masked"] = static_cast<double>(host[1]);
-  ctx.counters["kv_tiles_dense"] = static_cast<double>(count_tiles(p).dense);
 }
 
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                        DeviceContext& ctx) {
-  CausalOptions opt;
-  if (ctx.options) opt.count_tiles = ctx.options->flag("--count-tiles");
-  attention_forward_with(p, in, out, ctx, opt);
+  attention_forward_ordered(p, in, out, ctx, /*heavy_first=*/true);
 }
 
 }  // namespace fa::step05

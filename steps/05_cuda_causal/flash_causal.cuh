@@ -11,23 +11,18 @@
 
 namespace fa::step05 {
 
-struct CausalOptions {
-  bool heavy_first = true;   // start the Q tiles with the most key tiles first (reversed grid order)
-  bool count_tiles = false;  // test mode: count K/V tiles loaded and masked on the device
-};
-
-// The stage's forward (fa::DeviceForward shape): D = 32, 64, 128; other D → UsageError. Heaviest
-// Q tiles first. When run from the stage executable, --count-tiles sets count_tiles; with
-// count_tiles, ctx.counters gets "kv_tiles_loaded" and "kv_tiles_masked" (measured on the device)
-// and "kv_tiles_dense" (what stage 04 loads: every tile), and a 16-byte counter buffer is
-// allocated on ctx's meter.
+// The stage's forward (fa::DeviceForward shape): stage 04's checks (float32, D = 32, 64, 128);
+// the heaviest Q tiles first.
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                        DeviceContext& ctx);
-void attention_forward_with(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                            DeviceContext& ctx, const CausalOptions& options);
+// The same with the tile order chosen: heavy_first = false keeps the natural order (the
+// measurement of what the order is worth, docs/05_cuda_causal.md).
+void attention_forward_ordered(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                               DeviceContext& ctx, bool heavy_first);
 
-// The tiles this stage loads and masks, counted on the host with the kernel's formula (for the
-// executable's report; the tests count them independently, pair by pair).
+// The K/V tiles this stage loads and masks, counted on the host with the kernel's bounds (the
+// header of flash_causal_kernel.cuh): for the executable's report, and for the tests, which count
+// them independently, pair by pair.
 struct TileCounts {
   std::int64_t loaded = 0, masked = 0, dense = 0;
 };

@@ -35,8 +35,8 @@
 // key, alpha = exp2(m − m) = 1 exactly, P̃ = 0 and Õ + 0·V = Õ exactly; for a row that has not,
 // it leaves m = −inf, l = 0, Õ = 0. Skipping it changes no bit (tests/test_flash_causal.cu).
 //
-// Test mode (kCountTiles): one atomic add per K/V tile loaded and per tile masked, into a device
-// counter; the production instantiation has no counter and no atomics.
+// Which tiles are skipped is checked on the host: count_tiles (flash_causal.cu) applies the bounds
+// above to every Q tile, and the tests compare it with a pair-by-pair count of what each tile sees.
 #pragma once
 
 #include "04_cuda_flash_forward/flash_forward_kernel.cuh"
@@ -61,11 +61,10 @@ struct KernelArgs {
   float scale_log2;    // τ · log2(e)
   bool causal;
   bool heavy_first;    // reverse the Q tile order (the heaviest first)
-  unsigned long long* tile_counters;  // kCountTiles only: [0] K/V tiles loaded, [1] tiles masked
 };
 
 // One block: one Q tile of head `blockIdx.x` (b·H + h), the key tiles its rows can see.
-template <int D, bool kCountTiles = false, int kMinBlocks = min_blocks_per_sm<D>()>
+template <int D, int kMinBlocks = min_blocks_per_sm<D>()>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
 flash_causal_kernel(const KernelArgs a) {
   using namespace step04::detail;
@@ -126,9 +125,6 @@ flash_causal_kernel(const KernelArgs a) {
     __syncthreads();     // ... everyone's part; and every thread is past the last tile's P̃ V
     load_kv_tile_async<D>(Vs, v_head, j0, a.seq_k);  // V_j streams in while S is computed
     cp_async_commit();
-    if constexpr (kCountTiles) {
-      if (threadIdx.x == 0) atomicAdd(&a.tile_counters[0], 1ull);
-    }
 
     // S' = Q' K_jᵀ for the thread's 8 x 4 scores: per 4 columns of D, 12 float4 loads, 128 FMAs.
     float s[kRowsPerThread][kKeysPerThread];
@@ -165,9 +161,6 @@ flash_causal_kernel(const KernelArgs a) {
 #pragma unroll
         for (int j = 0; j < kKeysPerThread; ++j)
           if (j0 + tx + 16 * j > row + causal_offset) s[i][j] = kNegInf;
-      }
-      if constexpr (kCountTiles) {
-        if (threadIdx.x == 0) atomicAdd(&a.tile_counters[1], 1ull);
       }
     }
     // <<< ex05:diagonal_mask

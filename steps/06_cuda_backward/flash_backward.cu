@@ -32,10 +32,10 @@
 //
 // Build and run:  cmake --build build --target step06_cuda_backward && build/steps/06_cuda_backward/step06_cuda_backward
 //
-// Honest limits: float32 on CUDA cores only (tensor cores are stage 07); D ∈ {32, 64, 128} at
-// compile time; dK/dV accumulate in registers, so D = 128 runs one block of 8 warps per SM; the
-// Q/dO tiles are loaded synchronously (no cp.async pipeline); the default dQ is not
-// bitwise reproducible (atomics), --deterministic is.
+// Honest limits: float32 on CUDA cores only (tensor cores are stage 07); contiguous tensors and
+// Hkv = Hq (no grouped heads); D ∈ {32, 64, 128} at compile time; dK/dV accumulate in registers,
+// so D = 128 runs one block of 8 warps per SM; the Q/dO tiles are loaded synchronously (no
+// cp.async pipeline); the default dQ is not bitwise reproducible (atomics), --deterministic is.
 #include "flash_backward.cuh"
 
 #include <cmath>
@@ -473,32 +473,30 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
   fa::step05::attention_forward(p, in, out, ctx);
 }
 
-void attention_backward(const Problem& p, const AttentionInputs& in, const float* o, const float* lse,
-                        const float* d_o, const AttentionGradients& grads, DeviceContext& ctx) {
-  BackwardOptions options;
-  options.deterministic = ctx.options != nullptr && ctx.options->flag("--deterministic");
-  attention_backward(p, in, o, lse, d_o, grads, ctx, options);
-}
-
-void attention_backward(const Problem& p, const AttentionInputs& in, const float* o, const float* lse,
-                        const float* d_o, const AttentionGradients& grads, DeviceContext& ctx,
+void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,
                         const BackwardOptions& options) {
   p.validate();
   if (p.dim != 32 && p.dim != 64 && p.dim != 128)
     throw UsageError("stage 06 supports D = 32, 64 or 128, not " + std::to_string(p.dim));
   if (p.seq_q > (1 << 30) || p.seq_k > (1 << 30) || p.heads_total() > 65535)
     throw UsageError("stage 06: at most 2^30 rows per head and 65535 heads (B·H)");
+  if (p.kv_heads() != p.heads) throw UsageError("stage 06 runs Hkv = Hq only (no grouped heads)");
+  // The kernels' raw pointers: as<float>() refuses (UsageError) any dtype but float32 and any
+  // non-contiguous layout, before anything is launched.
+  const float* o32 = o.as<float>();
+  KernelArgs args{in.q.as<float>(),     in.k.as<float>(),     in.v.as<float>(),
+                  d_o.as<float>(),      lse.as<float>(),      nullptr,
+                  grads.dq.as<float>(), grads.dk.as<float>(), grads.dv.as<float>(),
+                  static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), p.causal, p.softmax_scale()};
   NvtxRange range("step06/backward");
   // The only extra memory of the stage: one float per query row.
   float* delta = ctx.scratch_as<float>("delta", static_cast<std::size_t>(p.lse_elements()));
+  args.delta = delta;
   ctx.kernel_begin("delta");
-  launch_delta(p, o, d_o, delta, ctx.stream);
+  launch_delta(p, o32, args.d_o, delta, ctx.stream);
   ctx.kernel_end("delta");
 
-  KernelArgs args{in.q,     in.k,     in.v,     d_o,
-                  lse,      delta,    grads.dq, grads.dk,
-                  grads.dv, static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), p.causal,
-                  p.softmax_scale()};
   switch (p.dim) {
     case 32: launch_backward<32>(p, args, options.deterministic, ctx); break;
     case 64: launch_backward<64>(p, args, options.deterministic, ctx); break;

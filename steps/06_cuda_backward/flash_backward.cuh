@@ -1,12 +1,15 @@
 // flash_backward.cuh — stage 06: the backward pass by recomputation, and the materialized backward
 // it is measured against. See flash_backward.cu for the kernels and docs/06_cuda_backward.md.
 //
-// Both backward functions have one shape (fa::DeviceBackward): device pointers in, gradients out.
+// Both backward functions have one shape (fa::DeviceBackward, fa/cuda/stage_gpu.cuh): device
+// tensor views in, gradients out. The kernels take the raw float pointers (`as<float>()`, which
+// refuses any dtype but float32 and any non-contiguous layout with a UsageError).
 //   in.q, in.k, in.v   [B, H, Nq|Nk, D]   the forward's inputs
-//   o, lse             [B, H, Nq, D], [B, H, Nq]   all the forward saved
+//   o, lse             [B, H, Nq, D], [B, H, Nq, 1]   all the forward saved
 //   d_o                [B, H, Nq, D]      the upstream gradient dL/dO
 //   grads.dq/dk/dv     [B, H, Nq|Nk, D]   written completely (every element, masked or not)
-// Causal masking is bottom-right aligned (Problem::keys_visible); float32; D ∈ {32, 64, 128}.
+// Causal masking is bottom-right aligned (Problem::keys_visible); float32; D ∈ {32, 64, 128};
+// Hkv = Hq (no grouped heads).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,8 +21,6 @@
 
 namespace fa::step06 {
 
-using fa::AttentionGradients;  // {float* dq; float* dk; float* dv;}, device pointers here
-
 struct BackwardOptions {
   // false: dQ is accumulated with float atomics from the key-tile kernel (fastest; the order of
   //        the additions, so dQ's last bits, change from run to run).
@@ -30,18 +31,17 @@ struct BackwardOptions {
 
 // The stage: delta = rowsum(dO ∘ O), then kernels over K/V tiles that recompute S and
 // P = exp(S − LSE) tile by tile. Extra device memory: delta, B·H·Nq floats (O(N)).
-// The 7-argument form reads --deterministic from ctx.options when the executable set it.
-void attention_backward(const Problem& p, const AttentionInputs& in, const float* o, const float* lse,
-                        const float* d_o, const AttentionGradients& grads, DeviceContext& ctx);
-void attention_backward(const Problem& p, const AttentionInputs& in, const float* o, const float* lse,
-                        const float* d_o, const AttentionGradients& grads, DeviceContext& ctx,
+// With its options bound (a lambda), it is a fa::DeviceBackward: the executable binds
+// --deterministic that way (main.cu).
+void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,
                         const BackwardOptions& options);
 
 // The comparison: S, P (in place), dP and dS (in place) as [B·H, Nq, Nk] float32 scratch in
 // device memory (2·B·H·Nq·Nk floats, O(N²)), cuBLAS SGEMMs (FP32 math, no TF32) and two
 // elementwise kernels.
-void attention_backward_materialized(const Problem& p, const AttentionInputs& in, const float* o,
-                                     const float* lse, const float* d_o, const AttentionGradients& grads,
+void attention_backward_materialized(const Problem& p, const AttentionInputs& in, ConstTensorView o,
+                                     ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                                      DeviceContext& ctx);
 
 // The forward the backward pairs with: stage 05's (fa::step05::attention_forward), which writes
@@ -49,7 +49,8 @@ void attention_backward_materialized(const Problem& p, const AttentionInputs& in
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                        DeviceContext& ctx);
 
-// The pre-pass alone (for tests): delta[row] = sum_d dO[row, d] · O[row, d], B·H·Nq rows.
+// The pre-pass alone (for tests): delta[row] = sum_d dO[row, d] · O[row, d], B·H·Nq rows (device
+// pointers, float32).
 void launch_delta(const Problem& p, const float* o, const float* d_o, float* delta, cudaStream_t stream);
 
 // Tile sizes of the stage kernels (see the picture in flash_backward.cu).

@@ -2,48 +2,80 @@
 // backward, on the GPU.
 //
 // What changed from stage 05: the executable runs forward + backward per case and reports the
-// backward (pass "bwd", FLOPs = 2.5x the forward's) through the backward harness
-// (fa/backward.hpp), which reuses the common CLI, results file, table and charts.
+// backward (pass "bwd", FLOPs = 2.5x the forward's) through the harness every stage shares
+// (fa/stage.hpp, Pass::backward). Its own flags are bound here: --deterministic to
+// step06::BackwardOptions (the variant is then named flash-deterministic in the results), and
+// --paper-shapes to the harness's shape_case.
 //
-//   cmake --build build --target step06_cuda_backward
 //   build/steps/06_cuda_backward/step06_cuda_backward                        # short sweep, verified
 //   build/steps/06_cuda_backward/step06_cuda_backward --paper-shapes --dim 64 --sweep 1k,2k,4k,8k --causal
 //   build/steps/06_cuda_backward/step06_cuda_backward --deterministic         # bitwise-reproducible dQ
-//
-// --load DIR reads q.npy k.npy v.npy and do.npy; --save DIR writes o, lse, dq, dk, dv (.npy).
+#include <algorithm>
+#include <iostream>
+#include <string>
+
 #include "06_cuda_backward/flash_backward.cuh"
-#include "fa/cuda/backward_gpu.cuh"
+#include "fa/cuda/stage_arch.cuh"
 
 int main(int argc, char** argv) {
   using namespace fa;
-  BackwardStageDefinition def;
-  def.id = "06";
-  def.cli.program = "step06_cuda_backward";
-  def.cli.summary = "the backward pass by recomputation: delta = rowsum(dO∘O), P = exp(S − LSE) tile by tile";
-  def.cli.defaults.batch = 1;
-  def.cli.defaults.heads = 8;
-  def.cli.defaults.dim = 64;
-  def.cli.default_sweep = {256, 512, 1024, 2048};
-  def.cli.dims = {32, 64, 128};
-  def.cli.variants = {"flash", "materialized"};
-  def.cli.extra_flags = {"--deterministic", "--paper-shapes"};
-  def.cli.notes =
-      "stage 06 flags:\n"
-      "  --deterministic      dQ by a separate pass over query tiles instead of float atomics:\n"
-      "                       bitwise-identical dQ on every run, about 1.4x the arithmetic\n"
-      "  --paper-shapes       batch = 16384 / N and heads = 2048 / D at each N (the FlashAttention\n"
-      "                       papers' shapes, those of docs/plots/anchors.json)\n"
+  CliSpec spec;
+  spec.program = "step06_cuda_backward";
+  spec.summary = "the backward pass by recomputation: delta = rowsum(dO∘O), P = exp(S − LSE) tile by tile";
+  spec.defaults.batch = 1;
+  spec.defaults.heads = 8;
+  spec.defaults.dim = 64;
+  spec.default_sweep = {256, 512, 1024, 2048};
+  spec.supports.dims = {32, 64, 128};
+  spec.variants = {"flash", "flash-deterministic", "materialized"};
+  spec.notes =
+      "--deterministic: dQ by a separate pass over query tiles, not float atomics (~1.4x the arithmetic).\n"
+      "--paper-shapes: the FlashAttention papers' shapes (B·N = 16384 tokens, H·D = 2048), as in\n"
+      "                docs/plots/anchors.json.\n"
       "backward files: --load also reads do.npy (the upstream gradient, shape of q.npy; without it\n"
       "                dO is drawn from --seed); --save also writes dq.npy dk.npy dv.npy and do.npy";
-  def.variants.push_back(gpu_backward_variant("06", "flash", true, step06::attention_forward,
-                                              [](const Problem& p, const AttentionInputs& in, const float* o,
-                                                 const float* lse, const float* d_o, const AttentionGradients& g,
-                                                 DeviceContext& ctx) {
-                                                step06::attention_backward(p, in, o, lse, d_o, g, ctx);
-                                              }));
-  // The comparison is verified too (it is this stage's own code, not a previous stage's).
-  def.variants.push_back(gpu_backward_variant("06", "materialized", true, step06::attention_forward,
-                                              step06::attention_backward_materialized));
-  use_gpu_defaults(def);
-  return run_backward_stage(argc, argv, def);
+  StageCli cli(spec);
+  step06::BackwardOptions options;
+  bool paper_shapes = false;
+  cli.app().add_flag("--deterministic", options.deterministic, "bitwise-reproducible dQ (variant flash-deterministic)")
+      ->group("stage 06");
+  cli.app().add_flag("--paper-shapes", paper_shapes, "B = 16384 / N and H = 2048 / D at each N")->group("stage 06");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  RunOptions& opt = cli.options();
+  if (paper_shapes && (!opt.load_dir.empty() || 2048 % opt.problem.dim != 0)) {
+    std::cerr << spec.program << ": error: --paper-shapes "
+              << (opt.load_dir.empty() ? "needs D dividing 2048, not D = " + std::to_string(opt.problem.dim)
+                                       : "and --load cannot be combined") << "\n";
+    return kExitUsage;
+  }
+  // One flash variant, named by its dQ mode; --variant flash-deterministic asks for that mode too.
+  if (opt.variant == "flash-deterministic") options.deterministic = true;
+  const std::string flash = options.deterministic ? "flash-deterministic" : "flash";
+  if (opt.variant == "flash") opt.variant = flash;
+
+  StageDefinition def;
+  def.id = "06";
+  def.pass = Pass::backward;
+  const DeviceBackward backward = [options](const Problem& p, const AttentionInputs& in, ConstTensorView o,
+                                            ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& g,
+                                            DeviceContext& ctx) {
+    step06::attention_backward(p, in, o, lse, d_o, g, ctx, options);
+  };
+  def.variants = {gpu_backward_variant("06", flash, true, step06::attention_forward, backward),
+                  // The comparison is verified too (it is this stage's own code, not a previous stage's).
+                  gpu_backward_variant("06", "materialized", true, step06::attention_forward,
+                                       step06::attention_backward_materialized)};
+  def.verify.max_full_flops = 4e9;  // the float64 backward on every row up to here, 24 sampled rows beyond
+  def.verify.sampled_rows = 24;
+  if (paper_shapes) {
+    def.shape_case = [](Problem p) {
+      p.batch = std::max<std::int64_t>(1, 16384 / std::max(p.seq_q, p.seq_k));
+      p.heads = 2048 / p.dim;
+      p.heads_kv = 0;  // Hkv = Hq: the stage runs no grouped heads
+      return p;
+    };
+    def.shape_note = "B·N = 16384 tokens, H·D = 2048";
+  }
+  use_gpu_defaults(def, kStageMinComputeCapability);
+  return run_stage(cli, def);
 }

@@ -10,25 +10,19 @@
 //
 // Extra memory 2·B·H·Nq·Nk floats (plus delta): it grows as N², which is what the memory chart of
 // the stage shows. cuBLAS runs with its default math (FP32 FMA, no TF32); its own small
-// workspace is not on the meter.
+// workspace is not on the meter (when cuBLAS cannot get it, FA_CUBLAS_CHECK reports out of memory).
 #include <cublas_v2.h>
 
 #include <string>
 
 #include "fa/cuda/check.cuh"
+#include "fa/cuda/cublas_check.cuh"
 #include "fa/cuda/nvtx.cuh"
 #include "flash_backward.cuh"
 
 namespace fa::step06 {
 
 namespace {
-
-void cublas_check(cublasStatus_t status, const char* what, int line) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("materialized_backward.cu:") + std::to_string(line) + ": " + what +
-                             " failed: cuBLAS status " + std::to_string(static_cast<int>(status)));
-}
-#define FA_CUBLAS_CHECK(call) cublas_check((call), #call, __LINE__)
 
 cublasHandle_t handle() {
   // One handle for the process (creating one costs milliseconds); never destroyed on purpose.
@@ -83,10 +77,15 @@ unsigned elementwise_blocks(long long total) {
 
 }  // namespace
 
-void attention_backward_materialized(const Problem& p, const AttentionInputs& in, const float* o,
-                                     const float* lse, const float* d_o, const AttentionGradients& grads,
+void attention_backward_materialized(const Problem& p, const AttentionInputs& in, ConstTensorView o,
+                                     ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                                      DeviceContext& ctx) {
   p.validate();
+  if (p.kv_heads() != p.heads) throw UsageError("stage 06 runs Hkv = Hq only (no grouped heads)");
+  // Raw float32 pointers for cuBLAS and the kernels (UsageError for any other dtype or layout).
+  const float *q = in.q.as<float>(), *k = in.k.as<float>(), *v = in.v.as<float>();
+  const float *o32 = o.as<float>(), *lse32 = lse.as<float>(), *d_o32 = d_o.as<float>();
+  float *dq = grads.dq.as<float>(), *dk = grads.dk.as<float>(), *dv = grads.dv.as<float>();
   NvtxRange range("step06/materialized");
   const long long BH = p.heads_total(), Nq = p.seq_q, Nk = p.seq_k, D = p.dim;
   const long long rows = BH * Nq;
@@ -98,32 +97,32 @@ void attention_backward_materialized(const Problem& p, const AttentionInputs& in
   const float scale = p.softmax_scale();
 
   ctx.kernel_begin("delta");
-  launch_delta(p, o, d_o, delta, st);
+  launch_delta(p, o32, d_o32, delta, st);
   ctx.kernel_end("delta");
   ctx.kernel_begin("S=QK^T");
-  gemm_rm(st, false, true, Nq, Nk, D, in.q, D, Nq * D, in.k, D, Nk * D, s, Nk, Nq * Nk, BH);
+  gemm_rm(st, false, true, Nq, Nk, D, q, D, Nq * D, k, D, Nk * D, s, Nk, Nq * Nk, BH);
   ctx.kernel_end("S=QK^T");
   ctx.kernel_begin("P");
   // Rows that see no key have LSE = −inf and every entry masked: P = 0, never exp(+inf).
-  probabilities_kernel<<<elementwise_blocks(rows * Nk), 256, 0, st>>>(s, lse, rows, static_cast<int>(Nq),
+  probabilities_kernel<<<elementwise_blocks(rows * Nk), 256, 0, st>>>(s, lse32, rows, static_cast<int>(Nq),
                                                                        static_cast<int>(Nk), Nk - Nq, p.causal, scale);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("P");
   ctx.kernel_begin("dV=P^T dO");
-  gemm_rm(st, true, false, Nk, D, Nq, s, Nk, Nq * Nk, d_o, D, Nq * D, grads.dv, D, Nk * D, BH);
+  gemm_rm(st, true, false, Nk, D, Nq, s, Nk, Nq * Nk, d_o32, D, Nq * D, dv, D, Nk * D, BH);
   ctx.kernel_end("dV=P^T dO");
   ctx.kernel_begin("dP=dO V^T");
-  gemm_rm(st, false, true, Nq, Nk, D, d_o, D, Nq * D, in.v, D, Nk * D, dp, Nk, Nq * Nk, BH);
+  gemm_rm(st, false, true, Nq, Nk, D, d_o32, D, Nq * D, v, D, Nk * D, dp, Nk, Nq * Nk, BH);
   ctx.kernel_end("dP=dO V^T");
   ctx.kernel_begin("dS");
   grad_scores_kernel<<<elementwise_blocks(rows * Nk), 256, 0, st>>>(s, dp, delta, rows, static_cast<int>(Nk), scale);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("dS");
   ctx.kernel_begin("dQ=dS K");
-  gemm_rm(st, false, false, Nq, D, Nk, dp, Nk, Nq * Nk, in.k, D, Nk * D, grads.dq, D, Nq * D, BH);
+  gemm_rm(st, false, false, Nq, D, Nk, dp, Nk, Nq * Nk, k, D, Nk * D, dq, D, Nq * D, BH);
   ctx.kernel_end("dQ=dS K");
   ctx.kernel_begin("dK=dS^T Q");
-  gemm_rm(st, true, false, Nk, D, Nq, dp, Nk, Nq * Nk, in.q, D, Nq * D, grads.dk, D, Nk * D, BH);
+  gemm_rm(st, true, false, Nk, D, Nq, dp, Nk, Nq * Nk, q, D, Nq * D, dk, D, Nk * D, BH);
   ctx.kernel_end("dK=dS^T Q");
 }
 

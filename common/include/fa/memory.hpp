@@ -48,6 +48,7 @@ class HostBuffer {
  public:
   HostBuffer() = default;
   HostBuffer(MemoryMeter& meter, std::size_t count) : meter_(&meter), count_(count) {
+    if (count > SIZE_MAX / sizeof(T) / 2) throw OutOfMemory(std::to_string(count) + " elements overflow size_t");
     meter.on_alloc(static_cast<std::int64_t>(bytes()));
     try {
       data_.reset(new T[count]);

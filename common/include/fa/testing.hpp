@@ -1,9 +1,19 @@
-// testing.hpp — the awkward shapes every stage's tests run, so that one grid covers every stage.
+// testing.hpp — what every stage's tests share: the awkward shapes that one grid covers for every
+// stage, the problem maker, and the checks against the float64 reference (doctest).
 #pragma once
 
-#include <cstdint>
+#include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "fa/compare.hpp"
 #include "fa/problem.hpp"
+#include "fa/reference.hpp"
+#include "fa/tensor.hpp"
+#include "fa/verify.hpp"
 
 namespace fa::testing {
 
@@ -29,5 +39,41 @@ struct Shape {
 inline constexpr Shape kAwkwardShapes[] = {{1, 1, 64},     {1, 77, 32},   {77, 1, 16},   {77, 77, 64},
                                            {129, 129, 16}, {129, 77, 128}, {77, 129, 32}, {200, 33, 64},
                                            {33, 200, 128}, {64, 65, 16}};
+
+// O and LSE against the float64 loop, every element.
+inline void check_against_f64(const Problem& p, const AttentionData& in, const AttentionResult& got, Tolerance tol,
+                              const char* who) {
+  const ReferenceF64 ref = reference_attention_f64(p, in);
+  const CompareReport o = compare(std::string("O ") + who + " vs float64", got.o.to_float(), ref.o, tol);
+  const CompareReport lse = compare(std::string("LSE ") + who + " vs float64", got.lse.values(), ref.lse, tol);
+  CHECK_MESSAGE(o.ok(), o.summary());
+  CHECK_MESSAGE(lse.ok(), lse.summary());
+}
+
+// O and LSE against float64 on every row, with the tolerance the problem allows (verify.hpp: a
+// small multiple of a plain implementation's error on the same inputs).
+inline void check_verified(const Problem& p, const AttentionData& in, const AttentionResult& got, const char* who) {
+  VerifyPlan all_rows;
+  all_rows.max_full_flops = 1e30;
+  const Verification v = verify_forward(p, in, got, all_rows, 0);
+  for (const CompareReport& r : v.reports) CHECK_MESSAGE(r.ok(), who << ": " << r.summary());
+  CHECK_MESSAGE(v.error_vs_plain <= kPlainErrorMultiple, who << ": error / plain error " << v.error_vs_plain);
+}
+
+// Rows that see no key (causal, Nq > Nk): O = 0 and LSE = −inf exactly; the others finite.
+inline void check_empty_rows(const Problem& p, const AttentionResult& got) {
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads; ++h)
+      for (std::int64_t i = 0; i < p.seq_q; ++i) {
+        const std::int64_t row = (b * p.heads + h) * p.seq_q + i;
+        const float lse = got.lse.get(row);
+        if (p.keys_visible(i) == 0) {
+          CHECK_MESSAGE(lse == -std::numeric_limits<float>::infinity(), "row " << i << " LSE " << lse);
+          for (std::int64_t d = 0; d < p.dim; ++d) CHECK_MESSAGE(got.o.get(row * p.dim + d) == 0.0f, "row " << i);
+        } else {
+          CHECK_MESSAGE(std::isfinite(lse), "row " << i << " LSE " << lse);
+        }
+      }
+}
 
 }  // namespace fa::testing

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <iterator>
+#include <span>
 #include <vector>
 
 #include "02_cpu_online_softmax/online_softmax.hpp"
@@ -40,7 +41,7 @@ const std::vector<Shape> kShapes = [] {
 }();
 
 // A device copy of a host vector, and a NaN-poisoned device buffer of n floats.
-fa::DeviceBuffer<float> upload(fa::MemoryMeter& meter, const std::vector<float>& host) {
+fa::DeviceBuffer<float> upload(fa::MemoryMeter& meter, std::span<const float> host) {
   fa::DeviceBuffer<float> b(meter, host.size());
   b.upload(host.data(), host.size());
   return b;
@@ -118,20 +119,17 @@ struct Forward {
 };
 Forward forward(const fa::DeviceForward& fn, const fa::Problem& p, const fa::AttentionData& in) {
   fa::MemoryMeter meter;
-  fa::DeviceBuffer<float> q = upload(meter, in.q.values()), k = upload(meter, in.k.values()),
-                          v = upload(meter, in.v.values());
-  fa::DeviceBuffer<float> o = poisoned(meter, p.q_elements()), lse = poisoned(meter, p.lse_elements());
+  fa::DeviceCase dev(meter, p, in, fa::Pass::forward);
   const std::int64_t io = meter.current();
   Forward f{fa::AttentionResult(p)};
   {
     fa::DeviceContext ctx(meter);
-    fn(p, {q.data(), k.data(), v.data()}, {o.data(), lse.data()}, ctx);
+    fn(p, dev.inputs(), dev.outputs(), ctx);
     FA_CUDA_CHECK(cudaDeviceSynchronize());
     f.extra_bytes = meter.peak() - io;
   }
   CHECK(meter.current() == io);  // the context gave its scratch back
-  o.download(f.out.o.data(), o.size());
-  lse.download(f.out.lse.data(), lse.size());
+  dev.download(f.out);
   return f;
 }
 
@@ -297,12 +295,11 @@ TEST_CASE("the harness sees the three kernels by name: qk, softmax, pv") {
   const fa::AttentionData in = fa::make_inputs(p, 23);
   for (const auto& fn : {kNaive, kCublas}) {
     fa::MemoryMeter meter;
-    auto q = upload(meter, in.q.values()), k = upload(meter, in.k.values()), v = upload(meter, in.v.values());
-    auto o = poisoned(meter, p.q_elements()), lse = poisoned(meter, p.lse_elements());
+    fa::DeviceCase dev(meter, p, in, fa::Pass::forward);
     fa::DeviceContext ctx(meter);
     fa::KernelSplit split;
     ctx.split = &split;
-    fn(p, {q.data(), k.data(), v.data()}, {o.data(), lse.data()}, ctx);
+    fn(p, dev.inputs(), dev.outputs(), ctx);
     split.collect();
     const auto ms = split.median_ms();
     CHECK(ms.size() == 3);

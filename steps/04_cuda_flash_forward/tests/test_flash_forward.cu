@@ -8,10 +8,10 @@
 
 #include "04_cuda_flash_forward/flash_forward.cuh"
 #include "04_cuda_flash_forward/flash_forward_kernel.cuh"
-#include "04_cuda_flash_forward/tests/gpu_run.cuh"
 #include "fa/compare.hpp"
 #include "fa/random.hpp"
 #include "fa/stage.hpp"
+#include "fa/testing.hpp"
 #ifdef FA_HAVE_STEP03
 #include "03_cuda_naive/naive_attention.cuh"
 #endif
@@ -19,20 +19,20 @@
 namespace {
 
 using fa::testing::problem;
-using fa::testing::run_gpu;
 using fa::step04::kBc;
 using fa::step04::kBr;
 
 // Stage 04 against float64 (every element) and against stage 03 (the stage it replaces).
 void check(const fa::Problem& p, const fa::AttentionData& in, fa::Tolerance tol) {
   INFO(p.describe());
-  const auto ours = run_gpu(fa::step04::attention_forward, p, in);
+  const auto ours = fa::run_once(p, in, fa::step04::attention_forward);
   CHECK(ours.extra_bytes == 0);
   fa::testing::check_against_f64(p, in, ours.out, tol, "stage 04");
+  fa::testing::check_verified(p, in, ours.out, "stage 04");
 #ifdef FA_HAVE_STEP03
-  const auto before = run_gpu(fa::step03::attention_forward_naive, p, in);
-  for (const auto& c : {fa::compare("O vs stage 03", ours.out.o.values(), before.out.o.values(), tol),
-                        fa::compare("LSE vs stage 03", ours.out.lse.values(), before.out.lse.values(), tol)})
+  const auto before = fa::run_once(p, in, fa::step03::attention_forward_naive);
+  for (const auto& c : {fa::compare("O vs stage 03", ours.out.o.to_float(), before.out.o.to_float(), tol),
+                        fa::compare("LSE vs stage 03", ours.out.lse.to_float(), before.out.lse.to_float(), tol)})
     CHECK_MESSAGE(c.ok(), c.summary());
 #endif
 }
@@ -51,7 +51,7 @@ TEST_CASE("stage 04 matches float64 (and stage 03) at awkward shapes, every D, c
   for (const std::int64_t d : {32, 64, 128})
     for (const Shape& s : kShapes)
       for (const bool causal : {false, true}) {
-        const fa::Problem p = problem(2, 2, s.nq, s.nk, d, causal);
+        const fa::Problem p = problem(s.nq, s.nk, d, causal, 2, 2);
         check(p, fa::make_inputs(p, ++seed), fa::kFloat32Tol);
       }
 }
@@ -60,16 +60,16 @@ TEST_CASE("longer tails: N = 1000 and 1000 x 333, several K/V tiles per block") 
   std::uint64_t seed = 4100;
   for (const std::int64_t d : {32, 64, 128})
     for (const bool causal : {false, true}) {
-      const fa::Problem p = problem(1, 2, 1000, 1000, d, causal);
+      const fa::Problem p = problem(1000, 1000, d, causal, 1, 2);
       check(p, fa::make_inputs(p, ++seed), fa::kFloat32Tol);
-      const fa::Problem r = problem(1, 1, 1000, 333, d, causal);
+      const fa::Problem r = problem(1000, 333, d, causal, 1, 1);
       check(r, fa::make_inputs(r, ++seed), fa::kFloat32Tol);
     }
 }
 
 TEST_CASE("ramp inputs") {
   for (const bool causal : {false, true}) {
-    const fa::Problem p = problem(1, 3, 129, 200, 64, causal);
+    const fa::Problem p = problem(129, 200, 64, causal, 1, 3);
     check(p, fa::make_inputs(p, 1, fa::InputKind::ramp), fa::kFloat32Tol);
   }
 }
@@ -83,7 +83,7 @@ TEST_CASE("large logits (scores 50..200): the running max keeps every exponent <
   for (const std::int64_t d : {32, 64, 128})
     for (const Shape& s : {Shape{77, 77}, Shape{129, 300}, Shape{300, 129}, Shape{1, 200}})
       for (const bool causal : {false, true}) {
-        const fa::Problem p = problem(1, 2, s.nq, s.nk, d, causal);
+        const fa::Problem p = problem(s.nq, s.nk, d, causal, 1, 2);
         check(p, fa::make_inputs(p, ++seed, fa::InputKind::large_logits), tol);
       }
 }
@@ -91,7 +91,7 @@ TEST_CASE("large logits (scores 50..200): the running max keeps every exponent <
 TEST_CASE("the max arriving in the last tile: earlier tiles must be rescaled, not dropped") {
   // Keys grow along N (scores 0.16·j, up to 52), so each tile raises every row's running max. Those
   // are large logits: the large-logit tolerance (see below); a dropped rescale is off by a factor.
-  const fa::Problem p = problem(1, 2, 3, 5 * kBc + 7, 64, false);
+  const fa::Problem p = problem(3, 5 * kBc + 7, 64, false, 1, 2);
   fa::AttentionData in = fa::make_inputs(p, 13);
   for (float& x : in.q.values()) x = 1.0f;
   for (std::int64_t h = 0; h < p.heads; ++h)
@@ -102,9 +102,9 @@ TEST_CASE("the max arriving in the last tile: earlier tiles must be rescaled, no
 
 TEST_CASE("rows that see no key (causal, Nq > Nk) give O = 0 and LSE = -inf, never NaN") {
   for (const std::int64_t d : {32, 64, 128}) {
-    const fa::Problem p = problem(1, 2, 2 * kBr + 5, 30, d, true);  // rows 0 .. Nq-Nk-1 see nothing
+    const fa::Problem p = problem(2 * kBr + 5, 30, d, true, 1, 2);  // rows 0 .. Nq-Nk-1 see nothing
     const fa::AttentionData in = fa::make_inputs(p, 14);
-    const auto r = run_gpu(fa::step04::attention_forward, p, in);
+    const auto r = fa::run_once(p, in, fa::step04::attention_forward);
     fa::testing::check_empty_rows(p, r.out);
     fa::testing::check_against_f64(p, in, r.out, fa::kFloat32Tol, "stage 04");
   }
@@ -112,49 +112,46 @@ TEST_CASE("rows that see no key (causal, Nq > Nk) give O = 0 and LSE = -inf, nev
 
 TEST_CASE("an unsupported head dim is a UsageError (exit 2 in the executable), not a wrong answer") {
   for (const std::int64_t d : {16, 48, 96, 256}) {
-    const fa::Problem p = problem(1, 1, 8, 8, d, false);
+    const fa::Problem p = problem(8, 8, d, false, 1, 1);
     const fa::AttentionData in = fa::make_inputs(p, 15);
-    CHECK_THROWS_AS(run_gpu(fa::step04::attention_forward, p, in), fa::UsageError);
+    CHECK_THROWS_AS(fa::run_once(p, in, fa::step04::attention_forward), fa::UsageError);
   }
 }
 
 TEST_CASE("the same inputs give the same bits twice (no race between the tile loads and the reads)") {
   for (const bool causal : {false, true}) {
-    const fa::Problem p = problem(2, 3, 517, 700, 128, causal);
+    const fa::Problem p = problem(517, 700, 128, causal, 2, 3);
     const fa::AttentionData in = fa::make_inputs(p, 16);
-    const auto a = run_gpu(fa::step04::attention_forward, p, in);
-    const auto b = run_gpu(fa::step04::attention_forward, p, in);
-    CHECK(std::memcmp(a.out.o.data(), b.out.o.data(), a.out.o.bytes()) == 0);
-    CHECK(std::memcmp(a.out.lse.data(), b.out.lse.data(), a.out.lse.bytes()) == 0);
+    const auto a = fa::run_once(p, in, fa::step04::attention_forward);
+    const auto b = fa::run_once(p, in, fa::step04::attention_forward);
+    CHECK(std::memcmp(a.out.o.raw(), b.out.o.raw(), a.out.o.bytes()) == 0);
+    CHECK(std::memcmp(a.out.lse.raw(), b.out.lse.raw(), a.out.lse.bytes()) == 0);
   }
 }
 
 TEST_CASE("a long head, verified on sampled rows against float64 (any N: each row needs only K and V)") {
   for (const bool causal : {false, true}) {
-    const fa::Problem p = problem(1, 2, 4099, 4099, 64, causal);
+    const fa::Problem p = problem(4099, 4099, 64, causal, 1, 2);
     const fa::AttentionData in = fa::make_inputs(p, 17);
-    const auto r = run_gpu(fa::step04::attention_forward, p, in);
-    const fa::ForwardFn row_f64 = [](const fa::Problem& q, const fa::AttentionData& x, fa::AttentionResult& out) {
-      const fa::ReferenceF64 ref = fa::reference_attention_f64(q, x);
-      for (std::size_t i = 0; i < ref.o.size(); ++i) out.o.values()[i] = static_cast<float>(ref.o[i]);
-      for (std::size_t i = 0; i < ref.lse.size(); ++i) out.lse.values()[i] = static_cast<float>(ref.lse[i]);
-    };
-    const fa::Verification v = fa::verify_sampled(p, in, r.out, row_f64, fa::kFloat32Tol, 64, 17);
-    CHECK_MESSAGE(v.o.ok(), v.o.summary());
-    CHECK_MESSAGE(v.lse.ok(), v.lse.summary());
+    const auto r = fa::run_once(p, in, fa::step04::attention_forward);
+    fa::VerifyPlan sampled;
+    sampled.max_full_flops = 0;  // 64 sampled rows (and the edges), float64 and a plain float32 on each
+    sampled.sampled_rows = 64;
+    const fa::Verification v = fa::verify_forward(p, in, r.out, sampled, 17);
+    for (const fa::CompareReport& c : v.reports) CHECK_MESSAGE(c.ok(), c.summary());
   }
 }
 
 TEST_CASE("memory beyond Q, K, V, O, LSE: zero for stage 04 at every N (measured)") {
   for (const std::int64_t n : {1, 77, 512, 2048}) {
-    const fa::Problem p = problem(1, 4, n, n, 64, true);
-    CHECK(run_gpu(fa::step04::attention_forward, p, fa::make_inputs(p, 18)).extra_bytes == 0);
+    const fa::Problem p = problem(n, n, 64, true, 1, 4);
+    CHECK(fa::run_once(p, fa::make_inputs(p, 18), fa::step04::attention_forward).extra_bytes == 0);
   }
 #ifdef FA_HAVE_STEP03
   // Stage 03 beside it: S and P, [B,H,Nq,Nk] each; doubling N multiplies its memory by 4.
-  const fa::Problem n1 = problem(1, 4, 512, 512, 64, false), n2 = problem(1, 4, 1024, 1024, 64, false);
-  const auto a = run_gpu(fa::step03::attention_forward_naive, n1, fa::make_inputs(n1, 19));
-  const auto b = run_gpu(fa::step03::attention_forward_naive, n2, fa::make_inputs(n2, 19));
+  const fa::Problem n1 = problem(512, 512, 64, false, 1, 4), n2 = problem(1024, 1024, 64, false, 1, 4);
+  const auto a = fa::run_once(n1, fa::make_inputs(n1, 19), fa::step03::attention_forward_naive);
+  const auto b = fa::run_once(n2, fa::make_inputs(n2, 19), fa::step03::attention_forward_naive);
   CHECK(a.extra_bytes >= 2 * 4 * 512 * 512 * 4);
   CHECK(static_cast<double>(b.extra_bytes) / static_cast<double>(a.extra_bytes) == doctest::Approx(4.0).epsilon(0.01));
 #endif

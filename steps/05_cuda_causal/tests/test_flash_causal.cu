@@ -1,26 +1,26 @@
-// Stage 05 against stage 04 with the mask on every tile (bitwise), against float64, and its tile
-// counter against a pair-by-pair count on the host: the tiles above the diagonal are never loaded.
+// Stage 05 against stage 04 with the mask on every tile (bitwise) and against float64; and the
+// kernel's tile bounds (count_tiles applies them on the host) against a pair-by-pair count: the
+// tiles above the diagonal are never loaded, the mixed ones are masked, no other.
 #include <doctest/doctest.h>
 
 #include <cstring>
 
 #include "04_cuda_flash_forward/flash_forward.cuh"
-#include "04_cuda_flash_forward/tests/gpu_run.cuh"
 #include "05_cuda_causal/flash_causal.cuh"
 #include "05_cuda_causal/flash_causal_kernel.cuh"
 #include "fa/compare.hpp"
 #include "fa/random.hpp"
+#include "fa/testing.hpp"
 
 namespace {
 
 using fa::testing::problem;
-using fa::testing::run_gpu;
 using fa::step05::kBc;
 using fa::step05::kBr;
 
-fa::DeviceForward stage05(bool heavy_first, bool count) {
+fa::DeviceForward stage05(bool heavy_first) {
   return [=](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out, fa::DeviceContext& ctx) {
-    fa::step05::attention_forward_with(p, in, out, ctx, {heavy_first, count});
+    fa::step05::attention_forward_ordered(p, in, out, ctx, heavy_first);
   };
 }
 
@@ -28,14 +28,14 @@ fa::DeviceForward stage05(bool heavy_first, bool count) {
 // a tile stage 04 computes alpha = exp2(m − m) = 1, P̃ = 0, Õ·1 + 0·V = Õ and l·1 + 0 = l exactly
 // (or leaves m = −inf, l = 0, Õ = 0), so skipping it changes no bit; the tiles both stages do
 // process they process with the same instructions in the same order. Any difference is a bug.
-void check_same_bits(const fa::Problem& p, const fa::AttentionData& in, const fa::testing::GpuRun& ours,
-                     const fa::testing::GpuRun& before) {
-  const auto o = fa::compare("O vs stage 04", ours.out.o.values(), before.out.o.values(), fa::Tolerance{0, 0});
+void check_same_bits(const fa::Problem& p, const fa::AttentionData& in, const fa::GpuRun& ours,
+                     const fa::GpuRun& before) {
+  const auto o = fa::compare("O vs stage 04", ours.out.o.to_float(), before.out.o.to_float(), fa::Tolerance{0, 0});
   const auto lse = fa::compare("LSE vs stage 04", ours.out.lse.values(), before.out.lse.values(), fa::Tolerance{0, 0});
   CHECK_MESSAGE(o.ok(), o.summary());
   CHECK_MESSAGE(lse.ok(), lse.summary());
-  CHECK(std::memcmp(ours.out.o.data(), before.out.o.data(), ours.out.o.bytes()) == 0);
-  CHECK(std::memcmp(ours.out.lse.data(), before.out.lse.data(), ours.out.lse.bytes()) == 0);
+  CHECK(std::memcmp(ours.out.o.raw(), before.out.o.raw(), ours.out.o.bytes()) == 0);
+  CHECK(std::memcmp(ours.out.lse.raw(), before.out.lse.raw(), ours.out.lse.bytes()) == 0);
   (void)p, (void)in;
 }
 
@@ -74,29 +74,29 @@ TEST_CASE("stage 05 gives stage 04's bits (mask on every tile), causal and not, 
   for (const std::int64_t d : {32, 64, 128})
     for (const Shape& s : kShapes)
       for (const bool causal : {true, false}) {
-        const fa::Problem p = problem(2, 2, s.nq, s.nk, d, causal);
+        const fa::Problem p = problem(s.nq, s.nk, d, causal, 2, 2);
         INFO(p.describe());
         const fa::AttentionData in = fa::make_inputs(p, ++seed);
-        const auto before = run_gpu(fa::step04::attention_forward, p, in);
+        const auto before = fa::run_once(p, in, fa::step04::attention_forward);
         for (const bool heavy_first : {true, false}) {
           INFO("heavy_first " << heavy_first);
-          const auto ours = run_gpu(stage05(heavy_first, false), p, in);
+          const auto ours = fa::run_once(p, in, stage05(heavy_first));
           CHECK(ours.extra_bytes == 0);
           check_same_bits(p, in, ours, before);
         }
       }
 }
 
-TEST_CASE("large logits: still stage 04's bits, and float64 within the large-logit tolerance") {
+TEST_CASE("large logits: still stage 04's bits, and float64 within the tolerance these inputs allow") {
   std::uint64_t seed = 5100;
   for (const std::int64_t d : {32, 64, 128})
     for (const Shape& s : {Shape{129, 300}, Shape{300, 129}, Shape{77, 77}}) {
-      const fa::Problem p = problem(1, 2, s.nq, s.nk, d, true);
+      const fa::Problem p = problem(s.nq, s.nk, d, true, 1, 2);
       INFO(p.describe());
       const fa::AttentionData in = fa::make_inputs(p, ++seed, fa::InputKind::large_logits);
-      const auto ours = run_gpu(fa::step05::attention_forward, p, in);
-      check_same_bits(p, in, ours, run_gpu(fa::step04::attention_forward, p, in));
-      fa::testing::check_against_f64(p, in, ours.out, fa::Tolerance{2e-4, 2e-4}, "stage 05");
+      const auto ours = fa::run_once(p, in, fa::step05::attention_forward);
+      check_same_bits(p, in, ours, fa::run_once(p, in, fa::step04::attention_forward));
+      fa::testing::check_verified(p, in, ours.out, "stage 05");
     }
 }
 
@@ -104,55 +104,47 @@ TEST_CASE("stage 05 matches float64 at awkward causal shapes, every D") {
   std::uint64_t seed = 5200;
   for (const std::int64_t d : {32, 64, 128})
     for (const Shape& s : {Shape{1, 1}, Shape{77, 129}, Shape{129, 77}, Shape{33, 200}, Shape{200, 33}, Shape{300, 1000}}) {
-      const fa::Problem p = problem(2, 2, s.nq, s.nk, d, true);
+      const fa::Problem p = problem(s.nq, s.nk, d, true, 2, 2);
       INFO(p.describe());
       const fa::AttentionData in = fa::make_inputs(p, ++seed);
-      fa::testing::check_against_f64(p, in, run_gpu(fa::step05::attention_forward, p, in).out, fa::kFloat32Tol, "stage 05");
+      const auto ours = fa::run_once(p, in, fa::step05::attention_forward);
+      fa::testing::check_against_f64(p, in, ours.out, fa::kFloat32Tol, "stage 05");
+      fa::testing::check_verified(p, in, ours.out, "stage 05");
     }
 }
 
 TEST_CASE("rows that see no key (Nq > Nk) give O = 0 and LSE = -inf; whole Q tiles of them load nothing") {
   for (const std::int64_t d : {32, 64, 128}) {
-    const fa::Problem p = problem(1, 2, 3 * kBr + 5, 30, d, true);  // Q tiles 0 and 1 see nothing
+    const fa::Problem p = problem(3 * kBr + 5, 30, d, true, 1, 2);  // Q tiles 0 and 1 see nothing
     const fa::AttentionData in = fa::make_inputs(p, 5300);
-    const auto r = run_gpu(stage05(true, true), p, in);
+    const auto r = fa::run_once(p, in, fa::step05::attention_forward);
     fa::testing::check_empty_rows(p, r.out);
     fa::testing::check_against_f64(p, in, r.out, fa::kFloat32Tol, "stage 05");
-    CHECK(r.counters.at("kv_tiles_loaded") == static_cast<double>(count_pairwise(p).loaded));
-    CHECK(r.counters.at("kv_tiles_loaded") == 2.0 * 2);  // 2 heads x Q tiles 2 and 3, one key tile each
+    CHECK(fa::step05::count_tiles(p).loaded == count_pairwise(p).loaded);
+    CHECK(fa::step05::count_tiles(p).loaded == 2 * 2);  // 2 heads x Q tiles 2 and 3, one key tile each
   }
 }
 
-TEST_CASE("the device counter: exactly the tiles that hold a visible pair are loaded, the mixed ones masked") {
+TEST_CASE("the kernel's bounds: exactly the tiles that hold a visible pair are loaded, the mixed ones masked") {
+  // count_tiles applies the bounds of flash_causal_kernel.cuh to every Q tile; the outputs above
+  // (bitwise stage 04's, which loads every tile) show that no tile the bounds leave out was needed.
   for (const Shape& s : kShapes)
     for (const bool causal : {true, false}) {
-      const fa::Problem p = problem(2, 3, s.nq, s.nk, 64, causal);
+      const fa::Problem p = problem(s.nq, s.nk, 64, causal, 2, 3);
       INFO(p.describe());
-      const fa::AttentionData in = fa::make_inputs(p, 5400);
-      for (const bool heavy_first : {true, false}) {
-        const auto r = run_gpu(stage05(heavy_first, true), p, in);
-        const fa::step05::TileCounts want = count_pairwise(p);
-        CHECK(r.counters.at("kv_tiles_loaded") == static_cast<double>(want.loaded));
-        CHECK(r.counters.at("kv_tiles_masked") == static_cast<double>(want.masked));
-        CHECK(r.counters.at("kv_tiles_dense") == static_cast<double>(want.dense));
-        // The host formula the executable reports agrees with the pair-by-pair count.
-        const fa::step05::TileCounts formula = fa::step05::count_tiles(p);
-        CHECK(formula.loaded == want.loaded);
-        CHECK(formula.masked == want.masked);
-        // Counting does not change the answer.
-        check_same_bits(p, in, r, run_gpu(fa::step04::attention_forward, p, in));
-        CHECK(r.extra_bytes == 16);  // the counter pair, allocated on the meter in test mode only
-      }
+      const fa::step05::TileCounts want = count_pairwise(p), formula = fa::step05::count_tiles(p);
+      CHECK(formula.loaded == want.loaded);
+      CHECK(formula.masked == want.masked);
+      CHECK(formula.dense == want.dense);
     }
   // Nq = Nk = 1000 causal: 16 Q tiles x 16 key tiles = 256 dense, 16·17/2 = 136 loaded, 16 masked.
-  const fa::Problem p = problem(1, 1, 1000, 1000, 64, true);
-  const auto r = run_gpu(stage05(true, true), p, fa::make_inputs(p, 5401));
-  CHECK(r.counters.at("kv_tiles_loaded") == 136.0);
-  CHECK(r.counters.at("kv_tiles_masked") == 16.0);
-  CHECK(r.counters.at("kv_tiles_dense") == 256.0);
+  const fa::step05::TileCounts c = fa::step05::count_tiles(problem(1000, 1000, 64, true, 1, 1));
+  CHECK(c.loaded == 136);
+  CHECK(c.masked == 16);
+  CHECK(c.dense == 256);
 }
 
 TEST_CASE("an unsupported head dim is a UsageError") {
-  const fa::Problem p = problem(1, 1, 8, 8, 96, true);
-  CHECK_THROWS_AS(run_gpu(fa::step05::attention_forward, p, fa::make_inputs(p, 5500)), fa::UsageError);
+  const fa::Problem p = problem(8, 8, 96, true, 1, 1);
+  CHECK_THROWS_AS(fa::run_once(p, fa::make_inputs(p, 5500), fa::step05::attention_forward), fa::UsageError);
 }

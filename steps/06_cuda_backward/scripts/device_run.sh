@@ -12,6 +12,7 @@
 # sanitize    compute-sanitizer memcheck on a small causal case with tails (both dQ modes)
 # bench-quick paper shapes (B·N = 16384 tokens, H·D = 2048) at N = 4096, D = 64 and 128, causal on/off
 # bench       the same at N = 1024..8192 (the committed docs/results/step06_*.json), and --deterministic
+#             (its rows are variant "flash-deterministic" in the results files)
 # plots       docs/plots/plot_results.py over the bench results (needs matplotlib: the device has it)
 # ncu         Nsight Compute on one key-tile kernel launch (D = 64 and 128, N = 4096), clocks left alone
 set -o pipefail

@@ -63,7 +63,7 @@ def main():
         proc = subprocess.run([exe, "--load", src, "--save", dst, "--causal", "--reps", "1", "--warmup", "0",
                                "--json", os.path.join(tmp, "r.json")], capture_output=True, text=True)
         if proc.returncode == 77:
-            print("skipped: " + proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "skipped")
+            print(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "skipped")  # "skipped: WHY"
             return 77
         if proc.returncode != 0:
             print(proc.stdout + proc.stderr)

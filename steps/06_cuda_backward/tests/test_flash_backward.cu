@@ -16,26 +16,24 @@
 
 #include "06_cuda_backward/flash_backward.cuh"
 #include "fa/backward.hpp"
-#include "fa/cuda/backward_gpu.cuh"
+#include "fa/cuda/stage_gpu.cuh"
 #include "fa/random.hpp"
+#include "fa/stage.hpp"
+#include "fa/testing.hpp"
 
 namespace {
 
-fa::Problem make_problem(std::int64_t b, std::int64_t h, std::int64_t nq, std::int64_t nk, std::int64_t d,
-                         bool causal) {
-  fa::Problem p;
-  p.batch = b;
-  p.heads = h;
-  p.seq_q = nq;
-  p.seq_k = nk;
-  p.dim = d;
-  p.causal = causal;
-  return p;
+using fa::testing::problem;
+
+// Q, K, V and dO of a backward case, as the harness draws them (fa/stage.hpp).
+fa::AttentionData inputs(const fa::Problem& p, std::uint64_t seed, fa::InputKind kind = fa::InputKind::normal) {
+  return fa::make_case_inputs(p, fa::Pass::backward, seed, kind);
 }
 
 fa::DeviceBackward flash(bool deterministic) {
-  return [deterministic](const fa::Problem& p, const fa::AttentionInputs& in, const float* o, const float* lse,
-                         const float* d_o, const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+  return [deterministic](const fa::Problem& p, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                         fa::ConstTensorView lse, fa::ConstTensorView d_o, const fa::AttentionGradients& g,
+                         fa::DeviceContext& ctx) {
     fa::step06::BackwardOptions options;
     options.deterministic = deterministic;
     fa::step06::attention_backward(p, in, o, lse, d_o, g, ctx, options);
@@ -45,18 +43,22 @@ fa::DeviceBackward flash(bool deterministic) {
 const fa::DeviceBackward materialized = fa::step06::attention_backward_materialized;
 const fa::DeviceForward stage05 = fa::step06::attention_forward;
 
-// One forward+backward with O and LSE from the float64 forward.
-fa::BackwardRun run(const fa::Problem& p, const fa::BackwardData& data, const fa::DeviceBackward& backward,
-                    const fa::Options* options = nullptr) {
-  return fa::run_backward_once(p, data, fa::float64_forward(data.in), backward, options);
+// One forward+backward with O and LSE from the float64 forward (which reads `data`: it must be
+// the inputs of the run).
+fa::GpuRun run(const fa::Problem& p, const fa::AttentionData& data, const fa::DeviceBackward& backward) {
+  return fa::run_once(p, data, fa::float64_forward(data), backward);
 }
 
 // Two float32 results against each other (flash against materialized): relative to max|ref|.
 constexpr double kFloat32PairTol = 1e-4;
 
-void check(const fa::BackwardVerification& v, const std::string& what) {
-  INFO(what << " (" << v.how << ")\n  " << v.dq.summary() << "\n  " << v.dk.summary() << "\n  " << v.dv.summary()
-            << "\n  " << v.o.summary() << "\n  " << v.lse.summary());
+// Verification::reports of a backward, in the order verify_backward and compare_backward give them.
+enum Report { kDq, kDk, kDv, kO, kLse };
+
+void check(const fa::Verification& v, const std::string& what) {
+  std::string reports;
+  for (const fa::CompareReport& r : v.reports) reports += "\n  " + r.summary();
+  INFO(what << " (" << v.how << ")" << reports);
   CHECK(v.ok());
 }
 
@@ -74,9 +76,9 @@ TEST_CASE("stage 06 against the float64 backward at awkward shapes, every D, cau
     for (const bool causal : {false, true})
       for (const Shape& s : shapes)
         for (const bool deterministic : {false, true}) {
-          const fa::Problem p = make_problem(2, 2, s.nq, s.nk, d, causal);
-          const fa::BackwardData data = fa::make_backward_inputs(p, 1000 + cases, fa::InputKind::normal);
-          const fa::BackwardRun r = run(p, data, flash(deterministic));
+          const fa::Problem p = problem(s.nq, s.nk, d, causal, 2, 2);
+          const fa::AttentionData data = inputs(p, 1000 + cases, fa::InputKind::normal);
+          const fa::GpuRun r = run(p, data, flash(deterministic));
           check(fa::verify_backward(p, data, r.out, true, 0, 1),
                 p.describe() + (deterministic ? " deterministic" : " atomic dQ"));
           ++cases;
@@ -87,10 +89,10 @@ TEST_CASE("stage 06 against the float64 backward at awkward shapes, every D, cau
 TEST_CASE("stage 06 with large logits (scores 50..200) and ramp inputs") {
   for (const bool causal : {false, true})
     for (const std::int64_t d : {32, 64, 128}) {
-      const fa::Problem p = make_problem(1, 3, 150, 190, d, causal);
-      const fa::BackwardData big = fa::make_backward_inputs(p, 7, fa::InputKind::large_logits);
+      const fa::Problem p = problem(150, 190, d, causal, 1, 3);
+      const fa::AttentionData big = inputs(p, 7, fa::InputKind::large_logits);
       check(fa::verify_backward(p, big, run(p, big, flash(false)).out, true, 0, 1), p.describe() + " large logits");
-      const fa::BackwardData ramp = fa::make_backward_inputs(p, 7, fa::InputKind::ramp);
+      const fa::AttentionData ramp = inputs(p, 7, fa::InputKind::ramp);
       check(fa::verify_backward(p, ramp, run(p, ramp, flash(true)).out, true, 0, 1),
             p.describe() + " ramp, deterministic");
     }
@@ -99,10 +101,10 @@ TEST_CASE("stage 06 with large logits (scores 50..200) and ramp inputs") {
 TEST_CASE("stage 06 against the materialized GPU backward, and the materialized one against float64") {
   for (const bool causal : {false, true})
     for (const std::int64_t d : {64, 128}) {
-      const fa::Problem p = make_problem(2, 3, 300, 333, d, causal);
-      const fa::BackwardData data = fa::make_backward_inputs(p, 21, fa::InputKind::normal);
-      const fa::BackwardRun ours = run(p, data, flash(false));
-      const fa::BackwardRun theirs = run(p, data, materialized);
+      const fa::Problem p = problem(300, 333, d, causal, 2, 3);
+      const fa::AttentionData data = inputs(p, 21, fa::InputKind::normal);
+      const fa::GpuRun ours = run(p, data, flash(false));
+      const fa::GpuRun theirs = run(p, data, materialized);
       check(fa::compare_backward(ours.out, theirs.out, kFloat32PairTol), p.describe() + " flash vs materialized");
       check(fa::verify_backward(p, data, theirs.out, true, 0, 1), p.describe() + " materialized vs f64");
     }
@@ -111,42 +113,37 @@ TEST_CASE("stage 06 against the materialized GPU backward, and the materialized 
 TEST_CASE("stage 05's forward, then stage 06's backward: O, LSE and the gradients against float64") {
   for (const bool causal : {false, true})
     for (const std::int64_t d : {32, 64, 128}) {
-      const fa::Problem p = make_problem(2, 2, 200, 67 + d, d, causal);  // causal Nq > Nk: blind rows too
-      const fa::BackwardData data = fa::make_backward_inputs(p, 40 + d, fa::InputKind::normal);
-      check(fa::verify_backward(p, data, fa::run_backward_once(p, data, stage05, flash(false)).out, true, 0, 1),
+      const fa::Problem p = problem(200, 67 + d, d, causal, 2, 2);  // causal Nq > Nk: blind rows too
+      const fa::AttentionData data = inputs(p, 40 + d, fa::InputKind::normal);
+      check(fa::verify_backward(p, data, fa::run_once(p, data, stage05, flash(false)).out, true, 0, 1),
             p.describe() + " stage 05 forward + stage 06 backward");
     }
 }
 
 TEST_CASE("sampled-row verification at a larger size (the executable's path), stage 05's forward") {
-  const fa::Problem p = make_problem(2, 4, 1500, 1500, 64, true);
-  const fa::BackwardData data = fa::make_backward_inputs(p, 5, fa::InputKind::normal);
-  const fa::BackwardRun r = fa::run_backward_once(p, data, stage05, flash(false));
-  const fa::BackwardVerification v = fa::verify_backward(p, data, r.out, false, 24, 5);
+  const fa::Problem p = problem(1500, 1500, 64, true, 2, 4);
+  const fa::AttentionData data = inputs(p, 5, fa::InputKind::normal);
+  const fa::GpuRun r = fa::run_once(p, data, stage05, flash(false));
+  const fa::Verification v = fa::verify_backward(p, data, r.out, false, 24, 5);
   check(v, p.describe() + " sampled");
-  CHECK(v.dq.count >= 2 * 24 * 64);
+  CHECK(v.reports[kDq].count >= 2 * 24 * 64);
 }
 
 TEST_CASE("--deterministic: dQ is bitwise identical run to run; dK, dV are in both modes") {
-  const fa::Problem p = make_problem(2, 4, 777, 777, 64, true);
-  const fa::BackwardData data = fa::make_backward_inputs(p, 11, fa::InputKind::normal);
-  fa::Options options;
-  options.set_flags = {"--deterministic"};  // the executable's flag, read by the 7-argument API
-  const fa::DeviceBackward from_flag = [](const fa::Problem& pp, const fa::AttentionInputs& in, const float* o,
-                                          const float* lse, const float* d_o, const fa::AttentionGradients& g,
-                                          fa::DeviceContext& ctx) {
-    fa::step06::attention_backward(pp, in, o, lse, d_o, g, ctx);
-  };
-  const fa::BackwardRun a = run(p, data, from_flag, &options);
-  const fa::BackwardRun b = run(p, data, flash(true));
+  const fa::Problem p = problem(777, 777, 64, true, 2, 4);
+  const fa::AttentionData data = inputs(p, 11, fa::InputKind::normal);
+  // Two runs of the deterministic mode (BackwardOptions::deterministic, the executable's
+  // --deterministic), each on fresh poisoned buffers.
+  const fa::GpuRun a = run(p, data, flash(true));
+  const fa::GpuRun b = run(p, data, flash(true));
   auto same_bits = [](const fa::HostTensor& x, const fa::HostTensor& y) {
     return x.bytes() == y.bytes() && std::memcmp(x.data(), y.data(), x.bytes()) == 0;
   };
   CHECK(same_bits(a.out.dq, b.out.dq));
   CHECK(same_bits(a.out.dk, b.out.dk));
   CHECK(same_bits(a.out.dv, b.out.dv));
-  const fa::BackwardRun c = run(p, data, flash(false));
-  const fa::BackwardRun d = run(p, data, flash(false));
+  const fa::GpuRun c = run(p, data, flash(false));
+  const fa::GpuRun d = run(p, data, flash(false));
   CHECK(same_bits(c.out.dk, d.out.dk));  // no atomics in dK, dV
   CHECK(same_bits(c.out.dv, d.out.dv));
   // The atomic dQ is allowed to differ in its last bits, not more.
@@ -155,7 +152,7 @@ TEST_CASE("--deterministic: dQ is bitwise identical run to run; dK, dV are in bo
 }
 
 TEST_CASE("the pre-pass delta = rowsum(dO * O)") {
-  const fa::Problem p = make_problem(2, 3, 97, 97, 128, false);
+  const fa::Problem p = problem(97, 97, 128, false, 2, 3);
   const fa::HostTensor o = fa::make_inputs(p, 4).q, d_o = fa::make_output_grad(p, 4);
   fa::MemoryMeter meter;
   fa::DeviceBuffer<float> o_dev(meter, o.values().size()), do_dev(meter, d_o.values().size()),
@@ -179,11 +176,11 @@ TEST_CASE("memory: the stage keeps nothing N×N (O(N), measured at N, 2N, 4N); t
   std::vector<double> ours, theirs;
   const std::int64_t base = 512;
   for (const std::int64_t n : {base, 2 * base, 4 * base}) {
-    const fa::Problem p = make_problem(1, 4, n, n, 64, true);
-    const fa::BackwardData data = fa::make_backward_inputs(p, 2, fa::InputKind::normal);
+    const fa::Problem p = problem(n, n, 64, true, 1, 4);
+    const fa::AttentionData data = inputs(p, 2, fa::InputKind::normal);
     // The real pair (stage 05's forward): the meter sees everything both allocate.
-    const fa::BackwardRun a = fa::run_backward_once(p, data, stage05, flash(false));
-    const fa::BackwardRun b = fa::run_backward_once(p, data, stage05, materialized);
+    const fa::GpuRun a = fa::run_once(p, data, stage05, flash(false));
+    const fa::GpuRun b = fa::run_once(p, data, stage05, materialized);
     MESSAGE("N=" << n << ": extra memory over forward+backward: stage 06 " << a.extra_bytes << " B, materialized "
                  << b.extra_bytes << " B");
     ours.push_back(static_cast<double>(a.extra_bytes));
@@ -202,30 +199,30 @@ TEST_CASE("memory: the stage keeps nothing N×N (O(N), measured at N, 2N, 4N); t
 }
 
 TEST_CASE("an unsupported head dimension is a usage error, not a crash") {
-  const fa::Problem p = make_problem(1, 1, 8, 8, 48, false);
-  const fa::BackwardData data = fa::make_backward_inputs(p, 1, fa::InputKind::normal);
+  const fa::Problem p = problem(8, 8, 48, false, 1, 1);
+  const fa::AttentionData data = inputs(p, 1, fa::InputKind::normal);
   // The forward may or may not support D = 48; the backward must say no in one clear line.
   const fa::DeviceForward no_forward = [](const fa::Problem&, const fa::AttentionInputs&, const fa::AttentionOutputs&,
                                           fa::DeviceContext&) {};
-  CHECK_THROWS_AS(fa::run_backward_once(p, data, no_forward, flash(false)), fa::UsageError);
-  CHECK_THROWS_AS(fa::run_backward_once(p, data, no_forward, flash(true)), fa::UsageError);
+  CHECK_THROWS_AS(fa::run_once(p, data, no_forward, flash(false)), fa::UsageError);
+  CHECK_THROWS_AS(fa::run_once(p, data, no_forward, flash(true)), fa::UsageError);
 }
 
 TEST_CASE("a poisoned gradient that is never written fails the verification (the check can fail)") {
-  const fa::Problem p = make_problem(1, 2, 70, 70, 32, true);
-  const fa::BackwardData data = fa::make_backward_inputs(p, 9, fa::InputKind::normal);
-  const fa::DeviceBackward skips_dk = [](const fa::Problem& pp, const fa::AttentionInputs& in, const float* o,
-                                         const float* lse, const float* d_o, const fa::AttentionGradients& g,
-                                         fa::DeviceContext& ctx) {
-    fa::step06::attention_backward(pp, in, o, lse, d_o, g, ctx);
+  const fa::Problem p = problem(70, 70, 32, true, 1, 2);
+  const fa::AttentionData data = inputs(p, 9, fa::InputKind::normal);
+  const fa::DeviceBackward skips_dk = [](const fa::Problem& pp, const fa::AttentionInputs& in,
+                                         fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                         const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step06::attention_backward(pp, in, o, lse, d_o, g, ctx, {});
     // Poison dK again after the backward wrote it: as if the kernel had skipped it.
-    FA_CUDA_CHECK(cudaMemset(g.dk, 0xFF, static_cast<std::size_t>(pp.kv_elements()) * sizeof(float)));
+    FA_CUDA_CHECK(cudaMemset(g.dk.data, 0xFF, g.dk.bytes()));
   };
-  const fa::BackwardVerification v = fa::verify_backward(p, data, run(p, data, skips_dk).out, true, 0, 1);
-  CHECK_FALSE(v.dk.ok());
-  CHECK(v.dq.ok());
+  const fa::Verification v = fa::verify_backward(p, data, run(p, data, skips_dk).out, true, 0, 1);
+  CHECK_FALSE(v.reports[kDk].ok());
+  CHECK(v.reports[kDq].ok());
   // And a small error in one element of dV fails too.
-  fa::BackwardResult bent = run(p, data, flash(false)).out;
+  fa::AttentionResult bent = run(p, data, flash(false)).out;
   bent.dv.values()[5] += 1e-3f * std::fabs(bent.dv.values()[5]) + 1e-3f;
-  CHECK_FALSE(fa::verify_backward(p, data, bent, true, 0, 1).dv.ok());
+  CHECK_FALSE(fa::verify_backward(p, data, bent, true, 0, 1).reports[kDv].ok());
 }

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -38,6 +39,7 @@ struct DeviceContext {
   void* scratch(const std::string& name, std::size_t bytes);
   template <class T>
   T* scratch_as(const std::string& name, std::size_t count) {
+    if (count > SIZE_MAX / sizeof(T)) throw OutOfMemory(name + ": " + std::to_string(count) + " elements overflow size_t");
     return static_cast<T*>(scratch(name, count * sizeof(T)));
   }
 
