@@ -133,14 +133,21 @@ function(fa_add_doctest)
 endfunction()
 
 # fa_add_cli_test(NAME name EXPECT code COMMAND exe args... [JSON file] [STAGE id] [MODE mode]
-#                 [NPY_SHAPE B,H,NQ,NK,D] [GPU])
+#                 [NPY_SHAPE B,H,NQ,NK,D] [REQUIRE text...] [FORBID text...] [GPU])
 # Runs an executable through tools/run_and_check.py: checks its exit code, that an error is one
 # line on stderr, and (with JSON) that the results file is well formed. MODE (see the script's
 # --help): run (default); npy-roundtrip (writes q/k/v .npy, runs with --load/--save and checks
-# o.npy and lse.npy against a float64 attention in Python); bad-npy (--load of a malformed file).
+# o.npy and lse.npy against a float64 attention in Python); bad-npy (--load of a malformed file);
+# nan-npy (--load of a q.npy holding a NaN). REQUIRE/FORBID: texts the output must (not) hold.
 function(fa_add_cli_test)
-  cmake_parse_arguments(T "GPU" "NAME;EXPECT;JSON;STAGE;MODE;NPY_SHAPE" "COMMAND" ${ARGN})
+  cmake_parse_arguments(T "GPU" "NAME;EXPECT;JSON;STAGE;MODE;NPY_SHAPE" "COMMAND;REQUIRE;FORBID" ${ARGN})
   set(args --expect ${T_EXPECT})
+  foreach(text IN LISTS T_REQUIRE)
+    list(APPEND args --require ${text})
+  endforeach()
+  foreach(text IN LISTS T_FORBID)
+    list(APPEND args --forbid ${text})
+  endforeach()
   if(T_JSON)
     list(APPEND args --json ${T_JSON})
   endif()
@@ -189,6 +196,24 @@ function(fa_add_stage_cli_tests exe)
   fa_add_cli_test(NAME ${exe}_cli_npy_roundtrip EXPECT 0 MODE npy-roundtrip STAGE ${T_STAGE} ${shape} ${gpu}
                   COMMAND $<TARGET_FILE:${exe}> --causal)
   fa_add_cli_test(NAME ${exe}_cli_help EXPECT 0 ${gpu} COMMAND $<TARGET_FILE:${exe}> --help)
+
+  # Inputs that must end in one clear line and exit 2 (or `oom` rows), never a crash or a PASS:
+  # sizes past 64 bits, a NaN in a loaded file, scores past float32's range, an output file that
+  # cannot be written (refused before the run), and a case whose host tensors do not fit.
+  fa_add_cli_test(NAME ${exe}_cli_size_overflow EXPECT 2 ${gpu} REQUIRE "64-bit"
+                  COMMAND $<TARGET_FILE:${exe}> --batch 16M --heads 1M --seq 1M --dim 32)
+  fa_add_cli_test(NAME ${exe}_cli_nan_npy EXPECT 2 MODE nan-npy ${gpu} COMMAND $<TARGET_FILE:${exe}>)
+  fa_add_cli_test(NAME ${exe}_cli_score_overflow EXPECT 2 ${gpu} REQUIRE "overflows float32"
+                  COMMAND $<TARGET_FILE:${exe}> --seq 64 --heads 1 --scale 1e38)
+  fa_add_cli_test(NAME ${exe}_cli_json_unwritable EXPECT 2 ${gpu} FORBID "-- case 1"
+                  COMMAND $<TARGET_FILE:${exe}> --seq 64 --json /proc/version/results.json)
+  fa_add_cli_test(NAME ${exe}_cli_all_oom EXPECT 1 ${gpu} REQUIRE "nothing ran" FORBID "PASS:"
+                  COMMAND $<TARGET_FILE:${exe}> --batch 64 --heads 64 --seq 1M --dim 32 --reps 1 --warmup 0)
+  # Large logits, large scales and large head dims are ordinary inputs: a correct stage passes.
+  fa_add_cli_test(NAME ${exe}_cli_large_scale EXPECT 0 ${gpu} FORBID "FAIL"
+                  COMMAND $<TARGET_FILE:${exe}> --seq 200 --heads 2 --scale 100 --causal --reps 1 --warmup 0)
+  fa_add_cli_test(NAME ${exe}_cli_large_logits EXPECT 0 ${gpu} FORBID "FAIL"
+                  COMMAND $<TARGET_FILE:${exe}> --sweep 77,256 --heads 2 --inputs large-logits --reps 1 --warmup 0)
 endfunction()
 
 # fa_add_exercise(ID exNN NAME target SOURCES files... [LIBS libs...] [GPU])

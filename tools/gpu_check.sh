@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/gpu_check.sh OUT [COMMIT] — everything a GPU machine must prove, in one go:
-# build for sm_90, every test (CPU and GPU), compute-sanitizer memcheck and racecheck on small
-# shapes of every GPU stage, then the course tour, whose results files land in OUT/results.
+# build for sm_90, every test (CPU and GPU), compute-sanitizer memcheck, racecheck and synccheck on
+# small awkward shapes of every GPU stage, then the course tour, whose results files land in OUT/results.
 # The last lines printed are the summary. COMMIT names the source commit when .git is absent.
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUT [COMMIT]}
@@ -26,7 +26,7 @@ sanitizer_bad=0
   for stage in 03_cuda_naive 04_cuda_flash_forward 05_cuda_causal 06_cuda_backward; do
     exe=$build/steps/$stage/step${stage%%_*}_${stage#*_}
     for causal in "" "--causal"; do
-      for tool in memcheck racecheck; do
+      for tool in memcheck racecheck synccheck; do
         echo "== $tool $exe $small $causal"
         compute-sanitizer --tool $tool --error-exitcode 99 "$exe" $small $causal --no-verify 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard"
         rc=${PIPESTATUS[0]}

@@ -18,6 +18,11 @@ Modes:
                  with --causal, the first two query rows see no key).
   bad-npy        write a k.npy whose data is cut short, run the command with --load DIR, and
                  expect exit 2 with one line on stderr that names k.npy.
+  nan-npy        write q.npy with a NaN at [0,1,2,3] (and k, v finite), run the command with
+                 --load DIR, and expect exit 2 with one line naming q[0,1,2,3].
+
+--require TEXT / --forbid TEXT (repeatable): the command's stdout and stderr together must (not)
+contain TEXT, e.g. --forbid "PASS:" for a run in which nothing may pass.
 
 Standard library only: it runs under whatever python3 CI has, without NumPy.
 """
@@ -37,9 +42,9 @@ LAST = []  # the last command run, for its output when a check fails
 # The fields that the course design lists for each row of a results file.
 ROW_FIELDS = [
     "stage", "variant", "pass", "device", "cuda_runtime", "cuda_driver", "git_commit", "batch",
-    "heads", "seq_q", "seq_k", "dim", "dtype", "causal", "status", "median_ms", "tflops", "gbps",
-    "peak_bytes", "extra_bytes", "reference", "verified", "verification_ok", "max_abs_error",
-    "max_rel_error", "rel_error",
+    "heads", "heads_kv", "seq_q", "seq_k", "dim", "dtype", "causal", "status", "median_ms", "tflops",
+    "gbps", "peak_bytes", "extra_bytes", "driver_bytes", "reference", "verified", "verification_ok",
+    "max_abs_error", "max_rel_error", "rel_error", "error_vs_plain",
 ]
 TOP_FIELDS = ["schema", "stage", "command", "date", "git_commit", "device", "results"]
 STATUSES = {"ok", "oom", "skipped", "failed"}
@@ -178,7 +183,7 @@ def check_json(path, stage):
         if row["verified"] is not True or row["verification_ok"] is not True:
             raise CheckFailed("%s: verified %r, verification_ok %r; expected both true"
                               % (where, row["verified"], row["verification_ok"]))
-        for key in ("median_ms", "max_abs_error", "max_rel_error", "rel_error"):
+        for key in ("median_ms", "max_abs_error", "max_rel_error", "rel_error", "error_vs_plain"):
             if not isinstance(row[key], (int, float)) or not math.isfinite(row[key]) or row[key] < 0:
                 raise CheckFailed("%s: %s = %r is not a finite non-negative number" % (where, key, row[key]))
         if not (0 <= row["extra_bytes"] <= row["peak_bytes"]):
@@ -247,6 +252,33 @@ def bad_npy(command, expect):
     return proc
 
 
+def nan_npy(command, expect):
+    with tempfile.TemporaryDirectory(prefix="fa_nannpy_") as tmp:
+        shape = (1, 2, 5, 4)
+        q = [0.5] * 40
+        q[(1 * 5 + 2) * 4 + 3] = float("nan")  # [b=0, h=1, i=2, d=3]
+        write_npy(os.path.join(tmp, "q.npy"), shape, q)
+        write_npy(os.path.join(tmp, "k.npy"), shape, [0.25] * 40)
+        write_npy(os.path.join(tmp, "v.npy"), shape, [0.75] * 40)
+        proc = run(command + ["--load", tmp])
+        if proc.returncode == 77 and expect != 77:
+            return proc
+        check_exit(proc, expect)
+        if expect == 2 and "q[0,1,2,3]" not in proc.stderr:
+            raise CheckFailed("the error line does not name the first bad element q[0,1,2,3]: " + proc.stderr.strip())
+    return proc
+
+
+def check_text(proc, require, forbid):
+    text = proc.stdout + proc.stderr
+    for t in require:
+        if t not in text:
+            raise CheckFailed("the output does not contain %r" % t)
+    for t in forbid:
+        if t in text:
+            raise CheckFailed("the output contains %r, which it must not" % t)
+
+
 def print_output(proc):
     for name, text in (("stdout", proc.stdout), ("stderr", proc.stderr)):
         if text.strip():
@@ -260,7 +292,9 @@ def main():
     parser.add_argument("--expect", type=int, required=True, help="the exit code the command must return")
     parser.add_argument("--json", help="the results file the command writes (checked after the run)")
     parser.add_argument("--stage", help="the stage id whose result rows must be ok and verified")
-    parser.add_argument("--mode", choices=["run", "npy-roundtrip", "bad-npy"], default="run")
+    parser.add_argument("--mode", choices=["run", "npy-roundtrip", "bad-npy", "nan-npy"], default="run")
+    parser.add_argument("--require", action="append", default=[], help="text the output must contain")
+    parser.add_argument("--forbid", action="append", default=[], help="text the output must not contain")
     parser.add_argument("--npy-shape", default="1,2,6,4,8", help="B,H,NQ,NK,D of the npy-roundtrip inputs")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -283,8 +317,12 @@ def main():
             if len(shape) != 5:
                 parser.error("--npy-shape takes B,H,NQ,NK,D")
             proc = npy_roundtrip(command, args.expect, args.stage, shape)
-        else:
+        elif args.mode == "bad-npy":
             proc = bad_npy(command, args.expect)
+        else:
+            proc = nan_npy(command, args.expect)
+        if proc.returncode != 77 or args.expect == 77:
+            check_text(proc, args.require, args.forbid)
     except CheckFailed as e:
         if LAST:
             print_output(LAST[0])

@@ -16,7 +16,7 @@ for t in $b/exercises/04_cuda_flash_forward/ex04_cuda_flash_forward $b/exercises
 done
 (cd $b && ctest -R "step0[45]_cuda" --output-on-failure > $out/ctest_cli.log 2>&1; echo "ctest cli: $(grep 'tests passed' $out/ctest_cli.log)"; grep -E "Failed|\*\*\*" $out/ctest_cli.log | head)
 for d in 32 64 128; do
-  compute-sanitizer --tool memcheck $s5/step05_cuda_causal --sweep 1,77,130 --seq-k 200 --dim $d --heads 2 --count-tiles --reps 1 --warmup 0 > $out/mc.log 2>&1
+  compute-sanitizer --tool memcheck $s5/step05_cuda_causal --sweep 1,77,130 --seq-k 200 --dim $d --heads 2 --reps 1 --warmup 0 > $out/mc.log 2>&1
   echo "memcheck 05+04 causal D=$d: $(grep -E 'ERROR SUMMARY' $out/mc.log) $(grep -E '^(PASS|FAIL)' $out/mc.log)"
   compute-sanitizer --tool memcheck $s5/step05_cuda_causal --sweep 77,130 --dim $d --heads 2 --reps 1 --warmup 0 --no-verify > $out/mc.log 2>&1
   echo "memcheck 05 Nq=Nk D=$d: $(grep -E 'ERROR SUMMARY' $out/mc.log)"
