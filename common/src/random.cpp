@@ -67,7 +67,7 @@ void fill_ramp(HostTensor& t, double row_slope, double col_slope, double offset)
 }  // namespace
 
 AttentionData make_inputs(const Problem& p, std::uint64_t seed, InputKind kind) {
-  AttentionData d{HostTensor(q_shape(p)), HostTensor(kv_shape(p)), HostTensor(kv_shape(p))};
+  AttentionData d{HostTensor(q_shape(p)), HostTensor(kv_shape(p)), HostTensor(kv_shape(p)), HostTensor()};
   Rng rng(seed);
   switch (kind) {
     case InputKind::normal:

@@ -72,7 +72,7 @@ TEST_CASE("grouped-query heads: query head h reads key/value head h / (Hq / Hkv)
   // The same K/V heads repeated for each query head give plain multi-head attention.
   fa::Problem mha = gqa;
   mha.heads_kv = 0;
-  fa::AttentionData rep{in.q, fa::HostTensor(fa::kv_shape(mha)), fa::HostTensor(fa::kv_shape(mha))};
+  fa::AttentionData rep{in.q, fa::HostTensor(fa::kv_shape(mha)), fa::HostTensor(fa::kv_shape(mha)), {}};
   for (std::int64_t h = 0; h < 4; ++h)
     for (std::int64_t j = 0; j < 5; ++j)
       for (std::int64_t d = 0; d < 4; ++d) {

@@ -16,7 +16,6 @@
 
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 fa::Problem problem(std::int64_t nq, std::int64_t nk, std::int64_t d, bool causal, std::int64_t bh = 1) {

@@ -30,7 +30,7 @@
 //   operands into internal buffers sized by the caches, not by N; the meter does not see them.
 // - float32 only. Against float64 the max abs error is about 1e-6 with scores of order 1, and
 //   about 1e-4 with scores of 50 to 200 (--inputs large-logits), where the float32 scores
-//   themselves carry that much rounding (fa::tolerance_for explains the wider tolerance).
+//   themselves carry that much rounding (docs/tolerance.md: the allowed error follows it).
 #include "attention.hpp"
 
 #include <algorithm>

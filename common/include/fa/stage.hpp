@@ -79,7 +79,7 @@ struct StageDefinition {
   double default_mem_limit_gb = 8.0;    // host stages: the workspace limit; 0: none
   // A stage may reshape each case after the CLI (stage 06's --paper-shapes: B·N, H·D fixed).
   std::function<Problem(const Problem&)> shape_case;
-  std::string shape_note;               // what shape_case does, for the results header
+  std::string shape_note;               // what shape_case does, for the printed results header
   std::function<std::string()> skip_reason;                 // non-empty: exit 77 (no suitable GPU)
   std::function<RunMetadata(const std::string&)> metadata;  // default: host_metadata
   std::function<void(std::ostream&, const std::vector<ResultRow>&)> extra_report;

@@ -18,7 +18,6 @@ using fa::testing::problem;
 using fa::testing::Shape;
 constexpr const auto& kShapes = fa::testing::kAwkwardShapes;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 struct Run {
   fa::AttentionResult out;

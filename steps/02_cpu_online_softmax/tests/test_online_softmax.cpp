@@ -19,7 +19,6 @@ using fa::testing::problem;
 using fa::testing::Shape;
 constexpr const auto& kShapes = fa::testing::kAwkwardShapes;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 using fa::step02::kBc;
 using fa::step02::kBr;
 

@@ -25,7 +25,6 @@
 
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 using fa::testing::problem;
