@@ -183,7 +183,12 @@ def check_json(path, stage):
         if row["verified"] is not True or row["verification_ok"] is not True:
             raise CheckFailed("%s: verified %r, verification_ok %r; expected both true"
                               % (where, row["verified"], row["verification_ok"]))
-        for key in ("median_ms", "max_abs_error", "max_rel_error", "rel_error", "error_vs_plain"):
+        plain = row["error_vs_plain"]  # null where no plain implementation ran (backward rows)
+        if plain is not None and (not isinstance(plain, (int, float)) or not math.isfinite(plain) or plain < 0):
+            raise CheckFailed("%s: error_vs_plain = %r is neither null nor a finite non-negative number" % (where, plain))
+        if row["pass"] == "fwd" and plain is None and row["max_abs_error"] > 0:
+            raise CheckFailed("%s: a forward row with an error but no error_vs_plain" % where)
+        for key in ("median_ms", "max_abs_error", "max_rel_error", "rel_error"):
             if not isinstance(row[key], (int, float)) or not math.isfinite(row[key]) or row[key] < 0:
                 raise CheckFailed("%s: %s = %r is not a finite non-negative number" % (where, key, row[key]))
         if not (0 <= row["extra_bytes"] <= row["peak_bytes"]):
