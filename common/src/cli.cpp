@@ -73,15 +73,16 @@ StageCli::StageCli(CliSpec spec) : spec_(std::move(spec)), app_(std::make_unique
   auto size_option = [&a](const std::string& name, std::int64_t& target, const std::string& help) {
     a.add_option_function<std::string>(
          name, [&target, name](const std::string& text) { target = parse_size(text, name); }, help)
+        ->type_name("N")
         ->group("problem");
   };
   size_option("--batch", p.batch, "batch size B (default " + std::to_string(p.batch) + ")");
   size_option("--heads", p.heads, "query heads H (default " + std::to_string(p.heads) + ")");
   size_option("--heads-kv", p.heads_kv, "key/value heads Hkv (H a multiple of it; default H)");
-  a.add_option("--seq", seq_, "one length N for queries and keys (instead of a sweep)")->group("problem");
-  a.add_option("--seq-q", seq_q_, "query length Nq")->group("problem");
-  a.add_option("--seq-k", seq_k_, "key length Nk")->group("problem");
-  a.add_option("--seq-lens", seq_lens_, "a packed variable-length batch: L1,L2,... (stage 10)")->group("problem");
+  a.add_option("--seq", seq_, "one length N for queries and keys (instead of a sweep)")->type_name("N")->group("problem");
+  a.add_option("--seq-q", seq_q_, "query length Nq")->type_name("N")->group("problem");
+  a.add_option("--seq-k", seq_k_, "key length Nk")->type_name("N")->group("problem");
+  a.add_option("--seq-lens", seq_lens_, "a packed variable-length batch: L1,L2,... (stage 10)")->type_name("LIST")->group("problem");
   size_option("--dim", p.dim,
               "head dimension D (default " + std::to_string(p.dim) + (dims.empty() ? "" : "; supported: " + dims) + ")");
   a.add_flag("--causal", p.causal, "query i sees key j iff j <= i + (Nk - Nq)")->group("problem");
@@ -89,10 +90,10 @@ StageCli::StageCli(CliSpec spec) : spec_(std::move(spec)), app_(std::make_unique
   a.add_option("--dtype", dtype_, "element type: " + dtypes)->capture_default_str()->group("problem");
   a.add_option("--seed", options_.seed, "seed of the random inputs")->capture_default_str()->group("problem");
   a.add_option("--inputs", inputs_, "normal | large-logits | ramp")->capture_default_str()->group("problem");
-  a.add_option("--sweep", sweep_, "sequence lengths to run (default " + sweep + "; k and M suffixes)")->group("run");
+  a.add_option("--sweep", sweep_, "sequence lengths to run (default " + sweep + "; k and M suffixes)")->type_name("LIST")->group("run");
   a.add_option("--reps", options_.reps, "timed repetitions per case (median reported)")->group("run");
   a.add_option("--warmup", options_.warmup, "untimed runs before timing")->group("run");
-  a.add_flag("--no-verify{false}", options_.verify, "skip the verification")->group("run");
+  a.add_flag_callback("--no-verify", [this] { options_.verify = false; }, "skip the verification")->group("run");
   a.add_option("--mem-limit-gb", options_.mem_limit_gb, "treat allocations beyond G GiB as out of memory")
       ->group("run");
   if (!spec_.variants.empty()) {
@@ -102,8 +103,8 @@ StageCli::StageCli(CliSpec spec) : spec_(std::move(spec)), app_(std::make_unique
         ->check(CLI::IsMember(spec_.variants))->group("run");
   }
   a.add_option("--load", options_.load_dir, "read q.npy k.npy v.npy ([B,H,N,D], float32 or float16)")->group("files");
-  a.add_option("--save", options_.save_dir, "write o.npy and lse.npy (float32) of a single-size run")->group("files");
-  a.add_option("--json", options_.json_path, "write the results (one object per measured case)")->group("files");
+  a.add_option("--save", options_.save_dir, "write o.npy and lse.npy (float32) of a single-size run")->type_name("DIR")->group("files");
+  a.add_option("--json", options_.json_path, "write the results (one object per measured case)")->type_name("FILE")->group("files");
 }
 
 std::optional<int> StageCli::parse(int argc, const char* const* argv) {
