@@ -19,7 +19,8 @@ The convention: a measured figure in a chapter is followed, on the same line, by
                heads, seq_q, seq_k, dim, causal) and agg= picks one ratio.
   agg=min|max|sum  several matching rows (or pairs) reduce to one value
   unit=U       KiB MiB GiB KB MB GB (from bytes), s (from ms), GFLOP/s (from TFLOP/s)
-  scale=X      multiply by X;  as=pct: multiply by 100 (print it with %)
+  scale=X      multiply by X;  as=pct: multiply by 100 (print it with %);
+               as=gain: a ratio r as the gain (r − 1)·100 %
 
 The figure is the last number before the comment (units and ** between them are fine); it may be
 written 39.3, 2,700, 1.2e-4 or 6.3·10⁻⁵. It passes when the value, rounded to the decimals
@@ -140,9 +141,13 @@ def term_rows(docs, term, cache):
     values = []
     for r in rows:
         v = lookup(r, term["field"])
+        if v is None:  # not measured in this row (an oom or skipped row; an anchor without it)
+            continue
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
             raise SpecError("field %s is %r in a row of %s" % (term["field"], v, term["file"]))
         values.append((r, float(v)))
+    if not values:
+        raise SpecError("field %s is null or absent in every selected row of %s" % (term["field"], term["file"]))
     return values
 
 
@@ -179,8 +184,10 @@ def evaluate(docs, spec, cache):
     value *= UNITS.get(options.get("unit"), 1.0) * float(options.get("scale", 1.0))
     if options.get("as") == "pct":
         value *= 100.0
+    elif options.get("as") == "gain":  # a ratio r printed as a gain of (r − 1)·100 %
+        value = (value - 1.0) * 100.0
     elif "as" in options:
-        raise SpecError("as= takes only pct")
+        raise SpecError("as= takes pct or gain")
     return value
 
 
