@@ -109,6 +109,35 @@ function(fa_gpu_stage)
   add_compile_definitions(FA_MIN_COMPUTE_CAPABILITY=${min_cc})  # the caller's folder (a directory property)
 endfunction()
 
+# fa_no_cp_async_twin(lib [LIBS libs...])
+# Called after a GPU stage's library `lib`: `lib`_no_cp_async, built from the same sources with the
+# same include directories, with FA_PTX_NO_CP_ASYNC defined (public: what links it is built so
+# too), which forces cp.async's synchronous fallback (fa/cuda/ptx/cp_async.cuh) on every
+# architecture. It is the code that runs on Turing (sm_75, no cp.async), built here for whatever
+# the folder builds, so that a stage's tests run it on an Ampere or Hopper GPU too (the stage's
+# test_stepNN_no_cp_async). LIBS: what it links, the twins of `lib`'s own stage libraries.
+function(fa_no_cp_async_twin lib)
+  cmake_parse_arguments(T "" "" "LIBS" ${ARGN})
+  get_target_property(sources ${lib} SOURCES)
+  get_target_property(dir ${lib} SOURCE_DIR)
+  set(absolute)
+  foreach(source IN LISTS sources)
+    cmake_path(ABSOLUTE_PATH source BASE_DIRECTORY ${dir})
+    list(APPEND absolute ${source})
+  endforeach()
+  set(twin ${lib}_no_cp_async)
+  add_library(${twin} STATIC ${absolute})
+  foreach(property INCLUDE_DIRECTORIES INTERFACE_INCLUDE_DIRECTORIES)
+    get_target_property(value ${lib} ${property})
+    if(value)
+      set_property(TARGET ${twin} PROPERTY ${property} ${value})
+    endif()
+  endforeach()
+  target_link_libraries(${twin} PUBLIC ${T_LIBS})
+  target_compile_definitions(${twin} PUBLIC FA_PTX_NO_CP_ASYNC=1)
+  fa_warnings(${twin})
+endfunction()
+
 # fa_add_doctest(NAME name SOURCES ... LIBS ... [LABELS ...] [GPU])
 # A doctest executable registered as one CTest test. GPU tests carry the label `gpu` and report
 # skipped (exit 77) on a machine without a CUDA device.
@@ -224,8 +253,9 @@ endfunction()
 #               Not a CTest test: a starter fails by design; tools/course_check.py proves it does.
 #   solutions/  `target_solution`, registered in CTest (labels exercise;cpu or exercise;gpu), and
 #               `check_exNN_solution`.
-# Both link the same checks (doctest) through fa_doctest_main, or fa_cuda_doctest_main with GPU
-# (whose main exits 77 without a device: CTest reports the test skipped). Each call also writes
+# Both link the same checks (doctest) through fa_exercise_main (one line per check, the next TODO
+# at the end), or fa_cuda_exercise_main with GPU (whose main exits 77 without a device: CTest
+# reports the test skipped). Each call also writes
 # <build>/course/<target>.<role>.json, which tells tools/course_check.py what to run, and adds the
 # target to the global property FA_EXERCISE_TARGETS.
 function(fa_add_exercise)
@@ -243,13 +273,13 @@ function(fa_add_exercise)
     message(FATAL_ERROR "fa_add_exercise(${E_NAME}): call it from exercises/NN_name or solutions/NN_name, not ${folder}")
   endif()
   if(E_GPU)
-    if(NOT TARGET fa_cuda_doctest_main)
-      message(FATAL_ERROR "fa_add_exercise(${E_NAME} GPU): fa_cuda_doctest_main is not defined (common/cuda; build the GPU exercises only when FA_HAVE_CUDA)")
+    if(NOT TARGET fa_cuda_exercise_main)
+      message(FATAL_ERROR "fa_add_exercise(${E_NAME} GPU): fa_cuda_exercise_main is not defined (common/cuda; build the GPU exercises only when FA_HAVE_CUDA)")
     endif()
-    set(main fa_cuda_doctest_main)
+    set(main fa_cuda_exercise_main)
     set(device gpu)
   else()
-    set(main fa_doctest_main)
+    set(main fa_exercise_main)
     set(device cpu)
   endif()
 

@@ -226,11 +226,13 @@ Verification compare_backward(const AttentionResult& got, const AttentionResult&
   };
   Verification v;
   const auto dq = widen(ref.dq), dk = widen(ref.dk), dv = widen(ref.dv);
-  v.reports = {compare("dQ", got.dq.to_float(), dq, gradient_tolerance(dq, grad_rel_tol)),
-               compare("dK", got.dk.to_float(), dk, gradient_tolerance(dk, grad_rel_tol)),
-               compare("dV", got.dv.to_float(), dv, gradient_tolerance(dv, grad_rel_tol)),
-               compare("O", got.o.to_float(), ref.o.to_float(), kFloat32Tol),
-               compare("LSE", got.lse.values(), ref.lse.values(), kFloat32Tol)};
+  auto at = [](const HostTensor& t) { return index_in({t.shape().b, t.shape().h, t.shape().n, t.shape().d}); };
+  const Shape4 q = got.o.shape();
+  v.reports = {compare("dQ", got.dq.to_float(), dq, gradient_tolerance(dq, grad_rel_tol), at(got.dq)),
+               compare("dK", got.dk.to_float(), dk, gradient_tolerance(dk, grad_rel_tol), at(got.dk)),
+               compare("dV", got.dv.to_float(), dv, gradient_tolerance(dv, grad_rel_tol), at(got.dv)),
+               compare("O", got.o.to_float(), ref.o.to_float(), kFloat32Tol, at(got.o)),
+               compare("LSE", got.lse.values(), ref.lse.values(), kFloat32Tol, index_in({q.b, q.h, q.n}))};
   v.how = "all rows";
   return v;
 }

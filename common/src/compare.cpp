@@ -10,7 +10,7 @@ namespace {
 
 template <class Ref>
 CompareReport compare_impl(std::string name, std::span<const float> got, std::span<const Ref> ref,
-                           Tolerance tol) {
+                           Tolerance tol, const Locator& where) {
   if (got.size() != ref.size())
     throw std::invalid_argument("compare " + name + ": sizes differ (" +
                                 std::to_string(got.size()) + " vs " + std::to_string(ref.size()) + ")");
@@ -38,6 +38,7 @@ CompareReport compare_impl(std::string name, std::span<const float> got, std::sp
     if (!good) {
       if (r.bad == 0) {
         r.first_bad = static_cast<std::int64_t>(i);
+        if (where) r.first_bad_at = where(r.first_bad);
         r.first_bad_got = g;
         r.first_bad_ref = e;
       }
@@ -54,14 +55,37 @@ CompareReport compare_impl(std::string name, std::span<const float> got, std::sp
 
 }  // namespace
 
+Locator index_in(std::vector<std::int64_t> shape) {
+  return [shape](std::int64_t flat) {
+    const std::size_t rank = shape.size();
+    std::vector<std::int64_t> index(rank);
+    for (std::size_t k = rank; k-- > 0;) {
+      index[k] = flat % shape[k];
+      flat /= shape[k];
+    }
+    // The last axis is a column where there are two (a matrix) or four (B, H, rows, columns).
+    const bool has_column = rank == 2 || rank == 4;
+    const char* const kBatchHead[] = {"b ", "h "};
+    std::string s;
+    for (std::size_t k = 0; k < rank; ++k) {
+      const std::size_t from_end = rank - k;  // 1 for the last axis
+      const char* label = has_column && from_end == 1 ? "column "
+                          : from_end == (has_column ? 2u : 1u) ? "row "
+                          : k < 2 ? kBatchHead[k] : "";
+      s += (k ? ", " : "") + std::string(label) + std::to_string(index[k]);
+    }
+    return s;
+  };
+}
+
 CompareReport compare(std::string name, std::span<const float> got, std::span<const float> ref,
-                      Tolerance tol) {
-  return compare_impl(std::move(name), got, ref, tol);
+                      Tolerance tol, const Locator& where) {
+  return compare_impl(std::move(name), got, ref, tol, where);
 }
 
 CompareReport compare(std::string name, std::span<const float> got, std::span<const double> ref,
-                      Tolerance tol) {
-  return compare_impl(std::move(name), got, ref, tol);
+                      Tolerance tol, const Locator& where) {
+  return compare_impl(std::move(name), got, ref, tol, where);
 }
 
 CompareReport merge(const CompareReport& a, const CompareReport& b) {
@@ -77,6 +101,7 @@ CompareReport merge(const CompareReport& a, const CompareReport& b) {
   r.rel_frobenius = std::fmax(a.rel_frobenius, b.rel_frobenius);
   if (a.bad == 0 && b.bad > 0) {
     r.first_bad = a.count + b.first_bad;
+    r.first_bad_at = b.first_bad_at;
     r.first_bad_got = b.first_bad_got;
     r.first_bad_ref = b.first_bad_ref;
   }
@@ -93,10 +118,10 @@ std::string CompareReport::summary() const {
     std::snprintf(buf, sizeof buf, "%-4s FAIL  nothing was compared", name.c_str());
   } else {
     std::snprintf(buf, sizeof buf,
-                  "%-4s FAIL  %lld of %lld bad; first at [%lld]: got %.6g, want %.6g; max_abs %.2e max_rel %.2e rel_fro %.2e",
+                  "%-4s FAIL  %lld of %lld bad; first at %s: got %.6g, want %.6g; max_abs %.2e max_rel %.2e rel_fro %.2e",
                   name.c_str(), static_cast<long long>(bad), static_cast<long long>(count),
-                  static_cast<long long>(first_bad), first_bad_got, first_bad_ref, max_abs, max_rel,
-                  rel_frobenius);
+                  (first_bad_at.empty() ? "[" + std::to_string(first_bad) + "]" : "(" + first_bad_at + ")").c_str(),
+                  first_bad_got, first_bad_ref, max_abs, max_rel, rel_frobenius);
   }
   return buf;
 }

@@ -96,8 +96,14 @@ Verification verify_forward(const Problem& p, const AttentionData& in_any, const
   Verification v;
   const Tolerance tol_o = tolerance_from_plain(plain_err_o.max_diff, plain_err_o.max_ref, p.dtype);
   const Tolerance tol_lse = tolerance_from_plain(plain_err_lse.max_diff, plain_err_lse.max_ref, DType::float32);
-  v.reports.push_back(compare("O", got_o, ref_o, tol_o));
-  v.reports.push_back(compare("LSE", got_lse, ref_lse, tol_lse));
+  // The compared rows are a gather of rows: name a failure by the row it came from.
+  auto row_at = [&](std::int64_t k, std::int64_t width) {
+    const RowId& r = rows[static_cast<std::size_t>(k / width)];
+    return "b " + std::to_string(r.b) + ", h " + std::to_string(r.h) + ", row " + std::to_string(r.i) +
+           (width > 1 ? ", column " + std::to_string(k % width) : "");
+  };
+  v.reports.push_back(compare("O", got_o, ref_o, tol_o, [&](std::int64_t k) { return row_at(k, D); }));
+  v.reports.push_back(compare("LSE", got_lse, ref_lse, tol_lse, [&](std::int64_t k) { return row_at(k, 1); }));
   v.error_vs_plain = std::fmax(ratio(v.reports[0].max_abs, plain_err_o.max_diff),
                                ratio(v.reports[1].max_abs, plain_err_lse.max_diff));
   v.how = full ? "all rows" : std::to_string(rows.size()) + " sampled rows";
@@ -111,8 +117,10 @@ Verification verify_forward(const Problem& p, const AttentionData& in_any, const
       plan.previous->forward(p, in_any, before);
       const Tolerance twice_o{2 * tol_o.atol, 2 * tol_o.rtol}, twice_lse{2 * tol_lse.atol, 2 * tol_lse.rtol};
       const std::vector<float> got_all_o = got.o.to_float(), before_o = before.o.to_float();
-      v.reports.push_back(compare("O vs " + plan.previous->name, got_all_o, before_o, twice_o));
-      v.reports.push_back(compare("LSE vs " + plan.previous->name, got.lse.values(), before.lse.values(), twice_lse));
+      v.reports.push_back(compare("O vs " + plan.previous->name, got_all_o, before_o, twice_o,
+                                  index_in({p.batch, p.heads, p.seq_q, p.dim})));
+      v.reports.push_back(compare("LSE vs " + plan.previous->name, got.lse.values(), before.lse.values(), twice_lse,
+                                  index_in({p.batch, p.heads, p.seq_q})));
       v.against += ", " + plan.previous->name + " (all rows)";
     } catch (const std::bad_alloc&) {
       v.against += " (" + plan.previous->name + " does not fit at this size)";

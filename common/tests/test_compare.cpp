@@ -70,3 +70,18 @@ TEST_CASE("the summary names the first bad element") {
   CHECK(r.summary().find("FAIL") != std::string::npos);
   CHECK(r.summary().find("[1]") != std::string::npos);
 }
+
+TEST_CASE("with a shape, the summary names the first bad element by row and column") {
+  std::vector<float> got(2 * 3 * 4 * 5, 1.0f), ref = got;
+  got[((1 * 3 + 2) * 4 + 3) * 5 + 4] = 7.0f;  // b 1, h 2, row 3, column 4
+  CHECK(compare("O", got, ref, fa::kFloat32Tol, fa::index_in({2, 3, 4, 5})).summary().find("(b 1, h 2, row 3, column 4)") !=
+        std::string::npos);
+  std::vector<float> s(6, 0.0f), s_ref = s;
+  s[5] = 1.0f;  // row 1, column 2 of a 2 x 3 matrix
+  CHECK(compare("S", s, s_ref, fa::kFloat32Tol, fa::index_in({2, 3})).summary().find("(row 1, column 2)") !=
+        std::string::npos);
+  std::vector<float> lse(2 * 3 * 4, 0.0f), lse_ref = lse;
+  lse[(0 * 3 + 1) * 4 + 2] = 1.0f;
+  CHECK(compare("LSE", lse, lse_ref, fa::kFloat32Tol, fa::index_in({2, 3, 4})).summary().find("(b 0, h 1, row 2)") !=
+        std::string::npos);
+}

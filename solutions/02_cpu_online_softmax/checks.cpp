@@ -74,8 +74,10 @@ void check_update(const fa::Problem& p, std::int64_t tile, std::uint64_t seed) {
     m_ref[i] = mi;
     l_ref[i] = li;
   }
-  for (const auto& c : {fa::compare("m", m, m_ref, fa::kFloat32Tol), fa::compare("l", l, l_ref, fa::kFloat32Tol),
-                        fa::compare("O~", std::vector<float>(o.data(), o.data() + o.size()), o_ref, fa::kFloat32Tol)})
+  for (const auto& c : {fa::compare("m", m, m_ref, fa::kFloat32Tol, fa::index_in({nq})),
+                        fa::compare("l", l, l_ref, fa::kFloat32Tol, fa::index_in({nq})),
+                        fa::compare("O~", std::vector<float>(o.data(), o.data() + o.size()), o_ref, fa::kFloat32Tol,
+                                    fa::index_in({nq, d}))})
     CHECK_MESSAGE(c.ok(), c.summary());
 }
 
@@ -86,8 +88,8 @@ void check_forward(const fa::Problem& p, const fa::AttentionData& in, fa::Tolera
   fa::MemoryMeter meter;
   fa::ex02::attention_forward(p, in.view(), out.view(), meter);
   const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
-  const auto o = fa::compare("O", out.o.values(), ref.o, tol);
-  const auto lse = fa::compare("LSE", out.lse.values(), ref.lse, tol);
+  const auto o = fa::compare("O", out.o.values(), ref.o, tol, fa::index_in({p.batch, p.heads, p.seq_q, p.dim}));
+  const auto lse = fa::compare("LSE", out.lse.values(), ref.lse, tol, fa::index_in({p.batch, p.heads, p.seq_q}));
   CHECK_MESSAGE(o.ok(), o.summary());
   CHECK_MESSAGE(lse.ok(), lse.summary());
 }

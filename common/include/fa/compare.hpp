@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace fa {
 
@@ -30,6 +32,7 @@ struct CompareReport {
   double max_rel = 0.0;             // max |got - ref| / |ref| over finite pairs with ref != 0
   double rel_frobenius = 0.0;       // ||got - ref|| / ||ref|| over finite pairs
   std::int64_t first_bad = -1;      // flat index of the first bad element
+  std::string first_bad_at;         // where it is, e.g. "b 0, h 1, row 5, column 3" (empty: "[flat]")
   double first_bad_got = 0.0, first_bad_ref = 0.0;
   Tolerance tol;
 
@@ -37,10 +40,17 @@ struct CompareReport {
   std::string summary() const;      // one line: verdict and all the figures
 };
 
+// Names the element at a flat index of the compared arrays, for the failure message.
+using Locator = std::function<std::string(std::int64_t flat)>;
+
+// The indices of a flat index in a row-major tensor of this shape, as the course names them:
+// [N, M] "row i, column j"; [B, H, N] "b, h, row i"; [B, H, N, D] "b, h, row i, column d".
+Locator index_in(std::vector<std::int64_t> shape);
+
 CompareReport compare(std::string name, std::span<const float> got, std::span<const float> ref,
-                      Tolerance tol);
+                      Tolerance tol, const Locator& where = {});
 CompareReport compare(std::string name, std::span<const float> got, std::span<const double> ref,
-                      Tolerance tol);
+                      Tolerance tol, const Locator& where = {});
 
 // Merge two reports of the same quantity (for example over sampled rows).
 CompareReport merge(const CompareReport& a, const CompareReport& b);

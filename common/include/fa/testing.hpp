@@ -44,8 +44,10 @@ inline constexpr Shape kAwkwardShapes[] = {{1, 1, 64},     {1, 77, 32},   {77, 1
 inline void check_against_f64(const Problem& p, const AttentionData& in, const AttentionResult& got, Tolerance tol,
                               const char* who) {
   const ReferenceF64 ref = reference_attention_f64(p, in);
-  const CompareReport o = compare(std::string("O ") + who + " vs float64", got.o.to_float(), ref.o, tol);
-  const CompareReport lse = compare(std::string("LSE ") + who + " vs float64", got.lse.values(), ref.lse, tol);
+  const CompareReport o = compare(std::string("O ") + who + " vs float64", got.o.to_float(), ref.o, tol,
+                                  index_in({p.batch, p.heads, p.seq_q, p.dim}));
+  const CompareReport lse = compare(std::string("LSE ") + who + " vs float64", got.lse.values(), ref.lse, tol,
+                                    index_in({p.batch, p.heads, p.seq_q}));
   CHECK_MESSAGE(o.ok(), o.summary());
   CHECK_MESSAGE(lse.ok(), lse.summary());
 }

@@ -1,0 +1,146 @@
+// The doctest main of the exercises' checks (check_exNN): one line per check, the first failure of
+// each kind in full, and the next step at the end.
+//
+// A starter fails every check that reaches its first TODO, usually all of them, with the same
+// message. Doctest's console reporter would print that message once per check; this reporter
+// prints it once, marks the other checks that stopped there "(stopped at the same TODO)", and ends
+// with the TODO to fill in next and where. With any command-line argument (a doctest flag such as
+// -tc="ex01:scores*" or --help) doctest's own console reporter runs instead, unchanged.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <iostream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "fa/exercise.hpp"
+
+namespace {
+
+class ExerciseReporter : public doctest::IReporter {
+ public:
+  explicit ExerciseReporter(const doctest::ContextOptions& opt) : out_(*opt.cout) {}
+
+  void report_query(const doctest::QueryData&) override {}
+  void test_run_start() override {}
+  void test_case_start(const doctest::TestCaseData& tc) override {
+    name_ = tc.m_name;
+    if (folder_.empty()) folder_ = folder_of(tc.m_file.c_str());
+    details_.clear();
+    fa::last_todo().clear();
+  }
+  void test_case_reenter(const doctest::TestCaseData&) override {}
+  void subcase_start(const doctest::SubcaseSignature&) override {}
+  void subcase_end() override {}
+  void log_message(const doctest::MessageData&) override {}
+  void test_case_skipped(const doctest::TestCaseData&) override {}
+
+  void log_assert(const doctest::AssertData& a) override {
+    if (!a.m_failed) return;
+    std::ostringstream s;
+    s << "        " << file_name(a.m_file) << ":" << a.m_line << "  " << a.m_expr;
+    if (a.m_threw) s << "  threw: " << a.m_exception.c_str();
+    s << "\n";
+    for (int k = 0; k < get_num_active_contexts(); ++k) {
+      std::ostringstream context;
+      get_active_contexts()[k]->stringify(&context);
+      s << indented(context.str());
+    }
+    details_ += s.str();
+  }
+
+  void test_case_exception(const doctest::TestCaseException& e) override {
+    details_ += "        threw: " + std::string(e.error_string.c_str()) + "\n";
+    for (int k = 0; k < get_num_stringified_contexts(); ++k)
+      details_ += indented(get_stringified_contexts()[k].c_str());
+  }
+
+  void test_case_end(const doctest::CurrentTestCaseStats& st) override {
+    ++checks_;
+    if (st.testCaseSuccess) {
+      ++passed_;
+      out_ << "  ok    " << name_ << "\n";
+      return;
+    }
+    const std::string todo = tag_of(fa::last_todo());
+    if (first_todo_.empty() && !todo.empty()) first_todo_message_ = fa::last_todo(), first_todo_ = todo;
+    out_ << "  FAIL  " << name_;
+    if (!todo.empty() && !shown_todos_.insert(todo).second) {
+      out_ << "  (stopped at the same TODO: " << todo << ")\n";
+      return;
+    }
+    out_ << "\n" << details_;
+  }
+
+  void test_run_end(const doctest::TestRunStats&) override {
+    out_ << "\n" << passed_ << " of " << checks_ << " checks pass.\n";
+    if (checks_ == 0) return;
+    if (!first_todo_.empty()) {
+      out_ << "next: fill in TODO(" << first_todo_ << "): " << what_of(first_todo_message_) << "\n"
+           << "      the code between // >>> " << first_todo_ << " and // <<< " << first_todo_ << " in "
+           << folder_ << ", then run this check again.\n";
+    } else if (passed_ < checks_) {
+      out_ << "next: every TODO this run reached is filled in, but a check fails: its first bad element is named\n"
+           << "      above (row, column), with what you got and what it should be.\n";
+    } else {
+      out_ << "next: compare your code with the same file under " << solutions_of(folder_)
+           << ", then read the next chapter.\n";
+    }
+  }
+
+ private:
+  static std::string file_name(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
+  static std::string folder_of(const std::string& path) {
+    const std::size_t at = path.rfind("/exercises/") != std::string::npos ? path.rfind("/exercises/")
+                                                                           : path.rfind("/solutions/");
+    const std::string rel = at == std::string::npos ? path : path.substr(at + 1);
+    return rel.substr(0, rel.find_last_of('/') + 1);
+  }
+  static std::string solutions_of(std::string folder) {
+    if (folder.rfind("exercises/", 0) == 0) folder.replace(0, 9, "solutions");
+    return folder;
+  }
+  // "TODO(ex01:scores) is not done yet: ..." -> "ex01:scores"; "" when the message names none.
+  static std::string tag_of(const std::string& message) {
+    std::smatch m;
+    return std::regex_search(message, m, std::regex(R"(TODO\(([^)]*)\))")) ? m[1].str() : std::string();
+  }
+  static std::string what_of(const std::string& message) {
+    const std::size_t at = message.find("not done yet: ");
+    return at == std::string::npos ? message : message.substr(at + 14);
+  }
+  static std::string indented(const std::string& text) {
+    std::string s, line;
+    std::istringstream in(text);
+    while (std::getline(in, line)) s += "        " + line + "\n";
+    return s;
+  }
+
+  std::ostream& out_;
+  std::string name_, details_, folder_, first_todo_, first_todo_message_;
+  std::set<std::string> shown_todos_;
+  int checks_ = 0, passed_ = 0;
+};
+
+REGISTER_REPORTER("exercise", 1, ExerciseReporter);
+
+}  // namespace
+
+namespace fa {
+
+int run_exercise_checks(int argc, char** argv) {
+  doctest::Context context(argc, argv);
+  if (argc <= 1) {
+    context.setOption("reporters", "exercise");
+    context.setOption("no-version", true);
+  }
+  return context.run();
+}
+
+}  // namespace fa
+
+#ifndef FA_EXERCISE_MAIN_ELSEWHERE
+int main(int argc, char** argv) { return fa::run_exercise_checks(argc, argv); }
+#endif
