@@ -24,6 +24,21 @@
 // entries of row r (.tail(n) the last n); .maxCoeff() and .sum() reduce; .array() - x and .exp()
 // work element by element; A.noalias() += B * C adds a product into A without a temporary.
 // The chapter is docs/02_cpu_online_softmax.md; the answer is in solutions/02_cpu_online_softmax/.
+//
+// What you should see when it passes: `ok    ex02:update — tiles folded one after another ...`,
+// `ok    ex02:kv_loop and ex02:finish — the whole tiled forward against float64`, the workspace
+// check, then `3 of 3 checks pass.`
+// Hints, one at a time:
+//   1. Write the update for one row first; the two loops and the finish are short after it.
+//   2. m_new = max(m, rowmax S); α = exp(m − m_new); P̃ = exp(S − m_new); l = α·l + rowsum P̃;
+//      Õ = α·Õ; and once at the end O = Õ / l, LSE = m + log l.
+//   3. visible = clamp(p.keys_visible(i0 + r) − j0, 0, cols); if 0: s.setZero(), continue; else
+//      alpha = std::exp(m[r] − m_new); l[r] = alpha * l[r] + s.head(visible).sum();
+//      O_i.row(r) *= alpha; then O_i.noalias() += S * V.middleRows(j0, cols) in the loop.
+// Common mistakes: forgetting to rescale l and Õ by exp(m_old − m_new) (wrong by a factor when a
+// later tile raises the max); computing exp(−inf − (−inf)) = NaN for a row that has seen no key
+// yet; dividing by l after every tile instead of once; skipping a Q tile by its first row instead
+// of its last (the last row sees the most keys).
 #include "online_softmax_exercise.hpp"
 
 #include <algorithm>

@@ -14,7 +14,7 @@ inline constexpr std::int64_t kBr = 64;
 inline constexpr std::int64_t kBc = 64;
 
 // The forward of every host stage (fa::HostForward). Its workspace is one Br x Bc score tile and
-// m, l for Br rows, whatever N is.
+// m, l for every query row of a head: (Br·Bc + 2·Nq)·4 bytes, O(N).
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                        MemoryMeter& workspace);
 

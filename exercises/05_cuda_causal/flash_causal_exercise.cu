@@ -24,6 +24,20 @@
 // stage headers), the device_todo machinery, a launcher that waits for the kernel, and what the
 // stage kernel does not have: counters of the tiles your bounds load and mask (kCountTiles), so that
 // the checks can see that the tiles above the diagonal are skipped.
+//
+// What you should see when it passes (on a GPU): three `ok` lines, then `3 of 3 checks pass.`
+// Without a GPU the checks report skipped (exit 77): that is not a pass.
+// Hints, one at a time:
+//   1. Draw the 64 × 64 tiles of a small case with Nq ≠ Nk and mark which ones each Q tile needs.
+//   2. With offset = Nk − Nq: keys_end = clamp(i_last + offset + 1, 0, Nk), n_tiles =
+//      ⌈keys_end / Bc⌉; keys_full = i0 + offset + 1; mask_from = keys_full ≥ Nk ? n_tiles :
+//      max(keys_full, 0) / Bc.
+//   3. In the mask: const int col = j0 + tx + 16 * j, row = i0 + ty + 8 * i;
+//      if (col > row + causal_offset) s[i][j] = -INFINITY;  (causal_offset = Nk − Nq)
+// Common mistakes: the top-left causal mask (j ≤ i) instead of the bottom-right one
+// (j ≤ i + Nk − Nq): the same when Nq = Nk, wrong otherwise; bounding the tiles by the first row
+// of the Q tile (it sees the fewest keys) instead of the last; clamping before comparing with Nk
+// (see the chapter: compare the unclamped value); forgetting Q tiles that see no key at all.
 #include "flash_causal_exercise.cuh"
 
 #include <climits>
