@@ -42,7 +42,8 @@
 // 8·4·4 = 128 FMAs. A warp's Q loads are 2 distinct addresses (2 rows, broadcast): 1 wavefront
 // each; its K loads 16 distinct float4: 2 wavefronts each. 16 wavefronts per 128 warp-FMAs, where
 // the SM does 4 warp-FMAs per wavefront (128 FMA/clk against 128 B/clk): half the shared-memory
-// bandwidth at full FMA rate. A 4 x 4 micro-tile would need all of it.
+// bandwidth at full FMA rate. A 4 x 4 micro-tile: 12 wavefronts per 64 warp-FMAs, three quarters
+// of it for QKᵀ alone (docs/04_cuda_flash_forward.md counts both).
 //
 // Shared layout: row-major tiles with an XOR swizzle on the 16-byte column index,
 // float4 column c4 of row r lives at c4 ^ (r & 7). The 16 keys a half-warp reads at one d
