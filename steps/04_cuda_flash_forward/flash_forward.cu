@@ -22,6 +22,9 @@
 
 #include "04_cuda_flash_forward/flash_forward_kernel.cuh"
 #include "fa/cuda/check.cuh"
+#include "fa/cuda/device.cuh"
+#include "fa/cuda/shared_memory.cuh"
+#include "fa/cuda/stage_arch.cuh"
 
 namespace fa::step04 {
 
@@ -51,7 +54,31 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
 
 bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
+int smem_bytes_at(std::int64_t dim) {
+  return dim == 32 ? smem_bytes<32>() : dim == 64 ? smem_bytes<64>() : smem_bytes<128>();
+}
+
+// The kernel's shared memory at D against what this GPU gives one block (fa/cuda/shared_memory.cuh).
+// On Turing (64 KiB) D = 32 and 64 fit and D = 128 (112 KiB) does not; a smaller tiling for it
+// would be a new kernel. Cheap enough for every launch: two attribute queries, no device properties.
+std::string shared_memory_refusal_at(std::int64_t dim, const char* stage) {
+  std::string refusal = shared_memory_refusal(smem_bytes_at(dim), std::string("stage ") + stage +
+                                                                       "'s kernel at D = " + std::to_string(dim));
+  if (refusal.empty()) return refusal;
+  std::string fit;
+  for (const std::int64_t d : kSupports.dims)
+    if (shared_memory_refusal(smem_bytes_at(d), "").empty()) fit += (fit.empty() ? "D = " : " and ") + std::to_string(d);
+  return refusal + (fit.empty() ? "" : " (" + fit + " run here)");
+}
+
 }  // namespace
+
+std::string device_refusal(const Problem& p, const char* stage) {
+  // No GPU, or one older than the stage's minimum: the harness skips (exit 77), not refuses.
+  if (!cuda_skip_reason(kStageMinComputeCapability).empty()) return "";
+  if (p.dim != 32 && p.dim != 64 && p.dim != 128) return "";  // the CLI refuses it (kSupports)
+  return shared_memory_refusal_at(p.dim, stage);
+}
 
 void check_launchable(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, const char* stage) {
   p.require(kSupports);
@@ -64,6 +91,7 @@ void check_launchable(const Problem& p, const AttentionInputs& in, const Attenti
     throw UsageError(who + "Nk or B·H is too large for 32-bit tile indices");
   if (!aligned16(in.q.data) || !aligned16(in.k.data) || !aligned16(in.v.data) || !aligned16(out.o.data))
     throw UsageError(who + "Q, K, V and O must be 16-byte aligned (the kernel moves float4)");
+  if (const std::string refusal = shared_memory_refusal_at(p.dim, stage); !refusal.empty()) throw UsageError(refusal);
 }
 
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,

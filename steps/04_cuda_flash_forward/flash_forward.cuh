@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/problem.hpp"
@@ -24,7 +25,13 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
                        DeviceContext& ctx);
 
 // The launch checks shared by stages 04 and 05: D supported, Nq small enough for the grid,
-// pointers aligned. Throws UsageError with one line.
+// pointers aligned, the kernel's shared memory within what this GPU gives a block (D = 128 needs
+// 112 KiB: not on Turing's 64 KiB nor sm_86/89's 99 KiB). Throws UsageError with one line.
 void check_launchable(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, const char* stage);
+
+// For a stage's main, before the run: empty when this GPU can run the kernel at p.dim (and when
+// there is no suitable GPU: the harness skips then); otherwise the one line of the refusal
+// (exit 2; fa::refuse_on_this_device, fa/cuda/stage_arch.cuh).
+std::string device_refusal(const Problem& p, const char* stage);
 
 }  // namespace fa::step04

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
       "while it fits (up to 5e10 FLOPs). The allowed error is measured: docs/tolerance.md.";
   fa::StageCli cli(spec);
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  if (const auto exit_code = fa::refuse_on_this_device(spec.program, fa::step04::device_refusal(cli.options().problem, "04"))) return *exit_code;
 
   fa::StageDefinition def;
   def.id = "04";

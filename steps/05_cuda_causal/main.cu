@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
       "stage 04 with the mask applied to every tile (GPU). --no-verify skips both.";
   fa::StageCli cli(spec);
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  if (const auto exit_code = fa::refuse_on_this_device(spec.program, fa::step04::device_refusal(cli.options().problem, "05"))) return *exit_code;
 
   fa::StageDefinition def;
   def.id = "05";

@@ -42,7 +42,10 @@
 #include <string>
 
 #include "fa/cuda/check.cuh"
+#include "fa/cuda/device.cuh"
 #include "fa/cuda/nvtx.cuh"
+#include "fa/cuda/shared_memory.cuh"
+#include "fa/cuda/stage_arch.cuh"
 
 // Angle brackets on purpose: the exercise ex06 compiles this very file with its own folder first
 // on the include path, so that the learner's backward_tile.cuh replaces the stage's.
@@ -458,7 +461,28 @@ void launch_backward(const Problem& p, const KernelArgs& args, bool deterministi
   }
 }
 
+// The key-tile kernel's shared memory at D against what this GPU gives one block: 70.5 / 102.5 /
+// 166.5 KiB at D = 32 / 64 / 128, so D = 128 needs more than sm_86/89's 99 KiB and no D fits in
+// Turing's 64 KiB (the dQ kernel needs less). Two attribute queries: cheap enough for every call.
+std::string shared_memory_refusal_at(std::int64_t dim) {
+  const std::size_t bytes = dim == 32 ? kv_kernel_smem<32>() : dim == 64 ? kv_kernel_smem<64>() : kv_kernel_smem<128>();
+  return shared_memory_refusal(static_cast<long long>(bytes),
+                               "stage 06's backward (its key-tile kernel) at D = " + std::to_string(dim));
+}
+
 }  // namespace
+
+std::string skip_reason() {
+  std::string reason = cuda_skip_reason(kStageMinComputeCapability);
+  if (reason.empty()) reason = shared_memory_refusal_at(32);  // the smallest D: nothing runs (Turing)
+  return reason;
+}
+
+std::string device_refusal(const Problem& p) {
+  if (!skip_reason().empty()) return "";                     // the harness skips (exit 77)
+  if (p.dim != 32 && p.dim != 64 && p.dim != 128) return "";  // the CLI refuses it
+  return shared_memory_refusal_at(p.dim);
+}
 
 void launch_delta(const Problem& p, const float* o, const float* d_o, float* delta, cudaStream_t stream) {
   const long long rows = p.lse_elements();
@@ -482,6 +506,7 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
   if (p.seq_q > (1 << 30) || p.seq_k > (1 << 30) || p.heads_total() > 65535)
     throw UsageError("stage 06: at most 2^30 rows per head and 65535 heads (B·H)");
   if (p.kv_heads() != p.heads) throw UsageError("stage 06 runs Hkv = Hq only (no grouped heads)");
+  if (const std::string refusal = shared_memory_refusal_at(p.dim); !refusal.empty()) throw UsageError(refusal);
   // The kernels' raw pointers: as<float>() refuses (UsageError) any dtype but float32 and any
   // non-contiguous layout, before anything is launched.
   const float* o32 = o.as<float>();

@@ -14,6 +14,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "fa/backward.hpp"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/problem.hpp"
@@ -52,6 +54,15 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
 // The pre-pass alone (for tests): delta[row] = sum_d dO[row, d] · O[row, d], B·H·Nq rows (device
 // pointers, float32).
 void launch_delta(const Problem& p, const float* o, const float* d_o, float* delta, cudaStream_t stream);
+
+// The device checks for the executable. skip_reason: empty when a GPU of the stage's compute
+// capability is there and gives a block the key-tile kernel's shared memory at the smallest D
+// (70.5 KiB at D = 32: not Turing's 64 KiB, so the stage skips there, exit 77); otherwise why not.
+// device_refusal: empty when the backward runs at p.dim on this GPU (or the stage skips anyway);
+// otherwise one line (exit 2: D = 128's 166.5 KiB on sm_86/89's 99 KiB). The backward itself
+// throws the same line as a UsageError.
+std::string skip_reason();
+std::string device_refusal(const Problem& p);
 
 // Tile sizes of the stage kernels (see the picture in flash_backward.cu).
 inline constexpr int kBr = 64;       // query rows per tile

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   cli.app().add_flag("--paper-shapes", paper_shapes, "B = 16384 / N and H = 2048 / D at each N")->group("stage 06");
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   RunOptions& opt = cli.options();
+  if (const auto exit_code = refuse_on_this_device(spec.program, step06::device_refusal(opt.problem))) return *exit_code;
   if (paper_shapes && (!opt.load_dir.empty() || 2048 % opt.problem.dim != 0)) {
     std::cerr << spec.program << ": error: --paper-shapes "
               << (opt.load_dir.empty() ? "needs D dividing 2048, not D = " + std::to_string(opt.problem.dim)
@@ -77,5 +78,6 @@ int main(int argc, char** argv) {
     def.shape_note = "B·N = 16384 tokens, H·D = 2048";
   }
   use_gpu_defaults(def, kStageMinComputeCapability);
+  def.skip_reason = step06::skip_reason;  // also a GPU too small for the kernel at every D (Turing)
   return run_stage(cli, def);
 }
