@@ -138,35 +138,6 @@ function(fa_no_cp_async_twin lib)
   fa_warnings(${twin})
 endfunction()
 
-# fa_no_cp_async_twin(lib [LIBS libs...])
-# Called after a GPU stage's library `lib`: `lib`_no_cp_async, built from the same sources with the
-# same include directories, with FA_PTX_NO_CP_ASYNC defined (public: what links it is built so
-# too), which forces cp.async's synchronous fallback (fa/cuda/ptx/cp_async.cuh) on every
-# architecture. It is the code that runs on Turing (sm_75, no cp.async), built here for whatever
-# the folder builds, so that a stage's tests run it on an Ampere or Hopper GPU too (the stage's
-# test_stepNN_no_cp_async). LIBS: what it links, the twins of `lib`'s own stage libraries.
-function(fa_no_cp_async_twin lib)
-  cmake_parse_arguments(T "" "" "LIBS" ${ARGN})
-  get_target_property(sources ${lib} SOURCES)
-  get_target_property(dir ${lib} SOURCE_DIR)
-  set(absolute)
-  foreach(source IN LISTS sources)
-    cmake_path(ABSOLUTE_PATH source BASE_DIRECTORY ${dir})
-    list(APPEND absolute ${source})
-  endforeach()
-  set(twin ${lib}_no_cp_async)
-  add_library(${twin} STATIC ${absolute})
-  foreach(property INCLUDE_DIRECTORIES INTERFACE_INCLUDE_DIRECTORIES)
-    get_target_property(value ${lib} ${property})
-    if(value)
-      set_property(TARGET ${twin} PROPERTY ${property} ${value})
-    endif()
-  endforeach()
-  target_link_libraries(${twin} PUBLIC ${T_LIBS})
-  target_compile_definitions(${twin} PUBLIC FA_PTX_NO_CP_ASYNC=1)
-  fa_warnings(${twin})
-endfunction()
-
 # fa_add_doctest(NAME name SOURCES ... LIBS ... [LABELS ...] [GPU])
 # A doctest executable registered as one CTest test. GPU tests carry the label `gpu` and report
 # skipped (exit 77) on a machine without a CUDA device.
