@@ -1,28 +1,48 @@
 #!/usr/bin/env python3
 """plot_results.py — turn the stages' results files into the course's figures.
 
-    plot_results.py RESULTS.json [MORE.json | DIR ...] --out DIR [--prefix NAME]
+    plot_results.py RESULTS.json [MORE.json | DIR ...] --out DIR [--prefix NAME] [--device TEXT]
     plot_results.py RESULTS.json [MORE.json | DIR ...] --list      (a Markdown table of the files)
 
 A DIR argument stands for every *.json file in it (this is what `cmake --build build --target
-plots` passes: the folder the tour writes its results into). Four PNG figures come out, and the
-path of each is printed on its own line:
+plots` passes: the folder the tour writes its results into). Four PNG figures come out per device,
+and the path of each is printed on its own line:
 
     PREFIX_memory.png       measured memory against N (extra and peak bytes), log-log, with
                             dashed guides of slope N and N^2: the chart the course is about
     PREFIX_time.png         median time against N, log-log, with an N^2 guide
     PREFIX_tflops.png       TFLOP/s against N, one panel per (pass, dtype, D, causal), with the
                             H100 anchors (anchors.json) as horizontal reference lines
-    PREFIX_progression.png  stage by stage at one common shape: best time, TFLOP/s, extra memory
+    PREFIX_progression.png  stage by stage at one common shape: time (with the gain over the bar
+                            before), TFLOP/s, extra memory; a stage's ladder of variants named
+                            v1_..., v2_, ... is shown rung by rung, then the stage's own variant
 
-Rows are grouped by (device, stage, variant, pass, dtype, D, causal, B*H, and Nq when Nq != Nk):
-two different shapes never share a line. Rows with status oom, skipped or failed are not points;
-an oom row is marked with an x on the top edge, because where a stage runs out of memory is part
-of the lesson. A measured 0 bytes cannot sit on a log axis: it is drawn as a triangle on the
-bottom edge.
+One figure shows one device. The tour's folder holds CPU results (stages 01, 02, and stage 03's
+CPU comparison row) beside GPU ones: each device then gets its own set of four, named
+PREFIX_<device>_memory.png and so on (e.g. results_h100-80gb-hbm3_time.png, results_intel-xeon_time.png).
+--device TEXT keeps only the rows whose device contains TEXT (case-insensitive) and names the
+figures PREFIX_*.png; the rows left out are reported.
+
+What is a line: rows of the same device, stage, variant, pass, dtype, D, causal and shape, where
+the shape is decided per results file and per variant from all of its rows, whatever their status
+(so a skipped row never moves a row to another line): a sweep in which B changes while B*Nq stays
+fixed (the FlashAttention papers' benchmarks, stage 06's --paper-shapes, step03_issue_*.json) is
+a fixed-token sweep, "B·N = 16k tokens", said on the N axis (or in the legend when lines differ);
+anything else is a line per B·H. Two different shapes never share a line.
+
+Only ok rows are data. An oom row is a marker, an x on the top edge labelled OOM, because where a
+stage runs out of memory is part of the lesson; skipped and failed rows are not drawn. A measured
+0 bytes cannot sit on a log axis: it is a triangle on the bottom edge. When the same case is in
+two files, the row from the stage's own run is drawn (else the first file's).
+
+Every file named is accounted for: a file of which some ok rows are not drawn (the same case drawn
+from another file, another device than --device), or of which nothing is drawn, gets one note line
+on stderr saying why. Stage 06's deterministic backward (schema 1: variant "flash" with
+values.deterministic; schema 2: "flash-deterministic") is its own line, "flash-deterministic".
 
 Exit codes: 0 figures written; 2 bad usage or bad input (missing file, not JSON, not a results
-file), with one line on stderr. Needs only the standard library and matplotlib.
+file, --device matching no row), with one line on stderr. Needs only the standard library and
+matplotlib.
 """
 
 from __future__ import annotations
@@ -31,8 +51,9 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from pathlib import Path
 
 # Version 2 (docs/results_schema.md) added heads_kv, driver_bytes and error_vs_plain and dropped
@@ -42,6 +63,7 @@ ANCHORS_SCHEMA = "flash-course-anchors/1"
 STATUSES = ("ok", "oom", "skipped", "failed")
 PROG = "plot_results.py"
 MAX_PANEL_LEGEND = 7  # more lines than this in a panel: one legend for the figure, at its right
+LADDER = re.compile(r"^v(\d+)_")  # a rung of a stage's ladder of variants: v1_algorithm1, v2_...
 
 # Every row must carry these; the C++ writer (common/src/results.cpp) always does.
 REQUIRED = {
@@ -93,6 +115,16 @@ def expand_inputs(args: list[str]) -> list[Path]:
     return files
 
 
+def variant_of(row: dict) -> str:
+    """The variant's name, version 2's spelling: version 1 wrote stage 06's deterministic backward
+    as "flash" with values.deterministic set; version 2 names it "flash-deterministic"."""
+    v = row["variant"]
+    values = row.get("values")
+    if v == "flash" and isinstance(values, dict) and values.get("deterministic"):
+        return "flash-deterministic"
+    return v
+
+
 def load_results(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
@@ -132,6 +164,7 @@ def load_results(path: Path) -> dict:
         if row["status"] == "ok" and not _positive(row.get("median_ms")):
             raise BadInput(f"{where}: an ok row needs a positive 'median_ms'")
         row["_dtype"] = canonical_dtype(row["dtype"])
+        row["_variant"] = variant_of(row)
         row["_device"] = row.get("device") or device.get("name") or "unknown device"
         row["_file"] = path
         row["_file_stage"] = doc.get("stage")
@@ -165,55 +198,131 @@ def _finite_nonneg(v) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# Grouping
+# Lines: which rows belong together
+
+
+def _nq(r: dict) -> int:
+    return 0 if r["seq_q"] == r["seq_k"] else r["seq_q"]  # 0: square (Nq = Nk, the sweep's N)
+
+
+def assign_shapes(docs: list[dict]) -> None:
+    """Set each row's "_shape": (1, B·Nq, H, label) for a fixed-token sweep, else (0, B·H, 0,
+    label). A sweep is the rows of one file with the same device, stage, variant, pass, dtype, D,
+    causal, H and Nq-or-square, of every status: it is fixed-token when B takes two or more values,
+    N two or more, and B·Nq one. Statuses play no part, so a skipped row cannot move another row
+    to a different line."""
+    for d in docs:
+        sweeps: "OrderedDict[tuple, list]" = OrderedDict()
+        for r in d["results"]:
+            k = (r["_device"], r["stage"], r["_variant"], r["pass"], r["_dtype"], r["dim"],
+                 r["causal"], r["heads"], _nq(r))
+            sweeps.setdefault(k, []).append(r)
+        for rs in sweeps.values():
+            tokens = {r["batch"] * r["seq_q"] for r in rs}
+            fixed = (len({r["batch"] for r in rs}) > 1 and len({r["seq_k"] for r in rs}) > 1
+                     and len(tokens) == 1)
+            for r in rs:
+                if fixed:
+                    t = r["batch"] * r["seq_q"]
+                    r["_shape"] = (1, t, r["heads"], f"B·N = {fmt_n(t)} tokens, H = {r['heads']}")
+                else:
+                    bh = r["batch"] * r["heads"]
+                    r["_shape"] = (0, bh, 0, f"B·H = {bh}")
 
 
 def group_key(r: dict) -> tuple:
-    nq = 0 if r["seq_q"] == r["seq_k"] else r["seq_q"]  # 0: square (Nq = Nk, the sweep's N)
-    shape = r.get("_shape") or (0, r["batch"] * r["heads"], f"B·H={r['batch'] * r['heads']}")
-    return (r["_device"], r["stage"], r["variant"], r["pass"], r["_dtype"], r["dim"], r["causal"],
-            shape, nq)
+    """(device, stage, variant, pass, dtype, D, causal, shape, Nq or 0): one line of a figure."""
+    return (r["_device"], r["stage"], r["_variant"], r["pass"], r["_dtype"], r["dim"], r["causal"],
+            r["_shape"], _nq(r))
 
 
-def assign_shapes(rows: list[dict]) -> None:
-    """Which rows may share a line besides (stage, variant, pass, dtype, D, causal): the same B·H
-    (a plain sweep of N), or the same number of tokens (the FlashAttention papers' benchmarks keep
-    B·N fixed, 16k tokens, so B shrinks as N grows): rows whose B·H·Nq is shared by two or more
-    different B·H form one such family. Anything else is a different shape and a different line."""
-    coarse: dict = {}
-    for r in rows:
-        nq = 0 if r["seq_q"] == r["seq_k"] else r["seq_q"]
-        k = (r["_device"], r["stage"], r["variant"], r["pass"], r["_dtype"], r["dim"], r["causal"], nq)
-        coarse.setdefault(k, []).append(r)
-    for rs in coarse.values():
-        by_product: dict = {}
-        for r in rs:
-            by_product.setdefault(r["batch"] * r["heads"] * r["seq_q"], []).append(r)
-        for product, members in by_product.items():
-            if len({m["batch"] * m["heads"] for m in members}) > 1:
-                heads = {m["heads"] for m in members}
-                label = (f"B·N={fmt_n(product // next(iter(heads)))} tokens, H={next(iter(heads))}"
-                         if len(heads) == 1 else f"B·H·N={fmt_n(product)}")
-                for m in members:
-                    m["_shape"] = (1, product, label)
-            else:
-                for m in members:
-                    bh = m["batch"] * m["heads"]
-                    m["_shape"] = (0, bh, f"B·H={bh}")
+def describe(r: dict) -> str:
+    return f"{r['stage']} {r['_variant']} {r['pass']}"
 
 
-def dedupe(rows: list[dict]) -> list[dict]:
-    """One row per (group, N). A stage's file also measures the previous stage beside it; when
-    the same case comes from several files, keep the row from the stage's own run (else the first)."""
-    chosen: "OrderedDict[tuple, dict]" = OrderedDict()
-    for r in rows:
-        k = group_key(r) + (r["seq_k"],)
-        old = chosen.get(k)
-        if old is None:
-            chosen[k] = r
-        elif old["_file_stage"] != old["stage"] and r["_file_stage"] == r["stage"]:
-            chosen[k] = r
-    return list(chosen.values())
+class Selection:
+    """What is drawn: per device, the ok rows (one per line and N) and the oom markers; and per
+    file, why any of its rows are not drawn."""
+
+    def __init__(self, docs: list[dict], device: str | None = None):
+        self.docs = docs
+        assign_shapes(docs)
+        all_rows = [r for d in docs for r in d["results"]]
+        devices = list(OrderedDict.fromkeys(r["_device"] for r in all_rows))
+        if device is not None:
+            chosen = [x for x in devices if device.lower() in x.lower()]
+            if not chosen:
+                raise BadInput(f"--device {device!r}: no row of such a device (devices here: "
+                               f"{', '.join(devices) or 'none'})")
+        else:
+            chosen = devices
+        self.device_filter = device
+        fate: dict = {}  # id(row) -> ("drawn"|"oom"|"status"|"device"|"duplicate", detail)
+        ok_kept: "OrderedDict[tuple, dict]" = OrderedDict()
+        oom_kept: "OrderedDict[tuple, dict]" = OrderedDict()
+        for r in all_rows:
+            if r["_device"] not in chosen:
+                fate[id(r)] = ("device", r["_device"])
+            elif r["status"] in ("skipped", "failed"):
+                fate[id(r)] = ("status", r["status"])
+            elif r["status"] == "ok":
+                k = group_key(r) + (r["seq_k"],)
+                old = ok_kept.get(k)
+                if old is None:
+                    ok_kept[k] = r
+                elif old["_file_stage"] != old["stage"] and r["_file_stage"] == r["stage"]:
+                    fate[id(old)] = ("duplicate", r)   # the stage's own run wins
+                    ok_kept[k] = r
+                else:
+                    fate[id(r)] = ("duplicate", old)
+        for r in all_rows:
+            if r["status"] == "oom" and id(r) not in fate:
+                k = group_key(r) + (r["seq_k"],)
+                if k in ok_kept:
+                    fate[id(r)] = ("duplicate", ok_kept[k])  # measured ok elsewhere: no marker
+                elif k in oom_kept:
+                    fate[id(r)] = ("duplicate", oom_kept[k])
+                else:
+                    oom_kept[k] = r
+                    fate[id(r)] = ("oom", None)
+        for r in ok_kept.values():
+            fate[id(r)] = ("drawn", None)
+        self.fate = fate
+        drawn = [r for r in all_rows if fate[id(r)][0] in ("drawn", "oom")]
+        self.sets: "OrderedDict[str, list[dict]]" = OrderedDict()
+        for r in drawn:
+            self.sets.setdefault(r["_device"], []).append(r)
+        if not self.sets:  # nothing ran (a GPU stage without a GPU): one set of empty figures
+            self.sets[chosen[0] if chosen else "unknown device"] = []
+
+    def notes(self) -> list[str]:
+        """One line per file of which something is not drawn for a reason other than its status."""
+        out = []
+        for d in self.docs:
+            rows = d["results"]
+            fates = [self.fate[id(r)] for r in rows]
+            name = d["_path"].name
+            n_drawn = sum(f[0] in ("drawn", "oom") for f in fates)
+            dups = [(r, f[1]) for r, f in zip(rows, fates) if f[0] == "duplicate"]
+            other = Counter(f[1] for f in fates if f[0] == "device")
+            status = Counter(f[1] for f in fates if f[0] == "status")
+            if dups:
+                where: "OrderedDict[tuple, list]" = OrderedDict()
+                for r, kept in dups:
+                    where.setdefault((describe(r), kept["_file"].name), []).append(r["seq_k"])
+                parts = [f"{what} at N={','.join(fmt_n(n) for n in sorted(set(ns)))} is drawn from {src}"
+                         for (what, src), ns in where.items()]
+                out.append(f"{name}: {len(dups)} rows not drawn, the same case is in another file: "
+                           + "; ".join(parts))
+            if other:
+                out.append(f"{name}: {sum(other.values())} rows not drawn, their device is not "
+                           f"--device {self.device_filter!r}: "
+                           + ", ".join(f"{n} on {short_device(dv)}" for dv, n in other.items()))
+            if n_drawn == 0 and not dups and not other:
+                why = ", ".join(f"{n} {s}" for s, n in status.items()) or "no rows"
+                note = next((r.get("note") for r in rows if r.get("note")), "")
+                out.append(f"{name}: nothing drawn: {why}" + (f" ({note})" if note else ""))
+        return out
 
 
 def groups_of(rows: list[dict]) -> "OrderedDict[tuple, list[dict]]":
@@ -223,13 +332,20 @@ def groups_of(rows: list[dict]) -> "OrderedDict[tuple, list[dict]]":
     return out
 
 
+def common_shape_text(keys: list[tuple]) -> str | None:
+    """The shape shared by every line, for the N axis; None when the lines differ."""
+    shapes = {k[7] for k in keys}
+    return next(iter(shapes))[3] if len(shapes) == 1 else None
+
+
 def labels_for(keys: list[tuple]) -> dict:
-    """'01 eigen' plus only the descriptors that differ between the groups of one figure."""
+    """'01 eigen' plus only the descriptors that differ between the lines of one figure; a
+    shape that all lines share is said on the N axis instead."""
     fields = list(zip(*keys)) if keys else []
     varies = [len(set(f)) > 1 for f in fields]
 
     def label(k: tuple) -> str:
-        device, stage, variant, pss, dtype, dim, causal, bh, nq = k
+        device, stage, variant, pss, dtype, dim, causal, shape, nq = k
         parts = [f"{stage} {variant}"]
         if varies[3] and pss != "fwd":
             parts.append(pss)
@@ -240,7 +356,7 @@ def labels_for(keys: list[tuple]) -> dict:
         if varies[6]:
             parts.append("causal" if causal else "non-causal")
         if varies[7]:
-            parts.append(bh[2])  # "B·H=8" or "B·N=16k tokens, H=32"
+            parts.append(shape[3].replace(" = ", "="))  # "B·H=8" or "B·N=16k tokens, H=32"
         if varies[8] and nq != 0:
             parts.append(f"Nq={nq}")
         if varies[0]:
@@ -256,13 +372,25 @@ def short_device(name: str) -> str:
     return " ".join(name.split())[:32]
 
 
+def device_slug(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100-80gb-hbm3', for file names."""
+    return re.sub(r"[^a-z0-9]+", "-", short_device(name).lower()).strip("-") or "device"
+
+
+def ladder_rung(variant: str) -> int | None:
+    m = LADDER.match(variant)
+    return int(m.group(1)) if m else None
+
+
 # ------------------------------------------------------------------------------------------------
 # Figures
 
 
 class Plotter:
-    def __init__(self, docs: list[dict], anchors: dict | None, out: Path, prefix: str,
-                 at_seq: int | None):
+    """The four figures of one device."""
+
+    def __init__(self, rows: list[dict], device: str, docs: list[dict], anchors: dict | None,
+                 out: Path, prefix: str, at_seq: int | None):
         import matplotlib
 
         matplotlib.use("Agg")
@@ -270,13 +398,14 @@ class Plotter:
         from matplotlib import ticker, transforms
 
         self.plt, self.ticker, self.transforms = plt, ticker, transforms
-        self.docs, self.anchors, self.out, self.prefix, self.at_seq = docs, anchors, out, prefix, at_seq
-        all_rows = [r for d in docs for r in d["results"]]
-        assign_shapes(all_rows)
-        self.rows = dedupe(all_rows)
-        self.groups = groups_of(self.rows)
+        self.device, self.anchors, self.out, self.prefix, self.at_seq = device, anchors, out, prefix, at_seq
+        self.rows = rows
+        used = {r["_file"] for r in rows}
+        # The files this device's figures are drawn from (all of them when nothing is drawn).
+        self.docs = [d for d in docs if d["_path"] in used] or docs
+        self.groups = groups_of(rows)
         self.labels = labels_for(list(self.groups))
-        palette = plt.get_cmap("tab10").colors
+        palette = plt.get_cmap("tab10" if len(self.groups) <= 10 else "tab20").colors
         markers = "osD^vP*Xh<>"
         self.style = {k: (palette[i % len(palette)], markers[i % len(markers)])
                       for i, k in enumerate(self.groups)}
@@ -285,14 +414,11 @@ class Plotter:
     # -- shared pieces ---------------------------------------------------------------------------
 
     def header(self) -> str:
-        devices = list(OrderedDict.fromkeys(short_device(d.get("device", {}).get("name", "?"))
-                                            if isinstance(d.get("device"), dict) else "?"
-                                            for d in self.docs))
         dates = sorted({str(d.get("date", ""))[:10] for d in self.docs if d.get("date")})
         when = dates[0] if len(dates) == 1 else (f"{dates[0]} … {dates[-1]}" if dates else "date unknown")
-        return f"{' + '.join(devices)}, {when}"
+        return f"{short_device(self.device)}, {when}"
 
-    def footer(self, fig) -> None:
+    def footer(self, fig) -> int:
         lines = []
         for d in self.docs:
             cmd = " ".join(str(d.get("command", "")).split())
@@ -310,7 +436,7 @@ class Plotter:
         # Margins in inches, so that tall figures (many panels) keep the title and footer clear.
         height = fig.get_figheight()
         fig.tight_layout(rect=(0, min(0.4, (0.12 * nfooter + 0.08) / height), 1,
-                               1 - min(0.2, 0.2 / height)))
+                               1 - min(0.2, 0.35 / height)))
         path = self.out / f"{self.prefix}_{name}.png"
         fig.savefig(path, dpi=130, bbox_inches="tight")
         self.plt.close(fig)
@@ -320,9 +446,15 @@ class Plotter:
     def bytes_axis(self, ax) -> None:
         ax.yaxis.set_major_formatter(self.ticker.FuncFormatter(lambda v, _: fmt_bytes(v)))
 
-    def n_axis(self, ax, xs: list[int]) -> None:
+    def n_axis(self, ax, xs: list[int], keys: list[tuple]) -> None:
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("N (sequence length; Nk where Nq ≠ Nk)")
+        label = "N (sequence length" + ("; Nk where Nq ≠ Nk)" if any(k[8] for k in keys) else ")")
+        shape = common_shape_text(keys)
+        if shape:
+            label += f", {shape}"
+            if shape.startswith("B·N"):  # B = tokens / N: the N² terms summed over B grow as N
+                label += f"\nso B = {shape.split()[2]} / N and B·N² ∝ N"
+        ax.set_xlabel(label)
         if xs:
             lo, hi = min(xs), max(xs)
             ax.set_xlim(lo / 1.4, hi * 1.4)
@@ -331,24 +463,27 @@ class Plotter:
         ax.grid(True, which="minor", alpha=0.1)
 
     def mark_oom(self, ax, oom_points: list[tuple[int, tuple]]) -> None:
-        """An x on the top edge for each oom case; the word once per N."""
+        """An x on the top edge for each oom case (a marker, not a measurement); the word once per N."""
         trans = self.transforms.blended_transform_factory(ax.transData, ax.transAxes)
         seen: set = set()
         for x, key in oom_points:
             color = self.style[key][0]
             ax.plot([x], [1.0], marker="x", color=color, markersize=9, mew=2.2, transform=trans,
-                    clip_on=False, zorder=5)
+                    clip_on=False, zorder=5, gid="oom-marker")
             if x not in seen:  # above the frame, where no legend can cover it
                 ax.text(x, 1.025, "OOM", transform=trans, ha="center", va="bottom", fontsize=7,
                         color="firebrick", fontweight="bold", clip_on=False)
                 seen.add(x)
+        if oom_points:
+            ax.plot([], [], ls="none", marker="x", color="0.3", mew=2, gid="oom-marker",
+                    label="x on the top edge: OOM, out of memory (a marker, not a measurement)")
 
     def mark_zero(self, ax, zero_points: list[tuple[int, tuple]]) -> None:
         trans = self.transforms.blended_transform_factory(ax.transData, ax.transAxes)
         seen: set = set()
         for x, key in zero_points:
             ax.plot([x], [0.0], marker="v", color=self.style[key][0], markersize=8, transform=trans,
-                    clip_on=False, zorder=5)
+                    clip_on=False, zorder=5, gid="zero-marker")
             if x not in seen:
                 ax.text(x, 0.035, "0 B", transform=trans, ha="center", va="bottom", fontsize=7, color="0.3")
                 seen.add(x)
@@ -360,7 +495,7 @@ class Plotter:
             xs = [x0, x1]
             ys = [anchor_y * (x / anchor_x) ** power for x in xs]
             ax.plot(xs, ys, ls=ls, color="0.55" if power == 1 else "0.3", lw=1.0, zorder=1,
-                    label=f"∝ {name} (guide)")
+                    label=f"∝ {name} (guide)", gid="guide")
         ax.set_xlim(x0, x1)
         ax.set_ylim(*ylim)
 
@@ -373,7 +508,7 @@ class Plotter:
     def memory(self) -> None:
         plt = self.plt
         fig, axes = plt.subplots(1, 2, figsize=(13, 5.4))
-        many = self.drawn_groups() > MAX_PANEL_LEGEND
+        many = len(self.groups) > MAX_PANEL_LEGEND
         for ax, field, title in ((axes[0], "extra_bytes", "extra memory: beyond inputs and outputs"),
                                  (axes[1], "peak_bytes", "peak memory: everything the run allocated")):
             self.series_plot(ax, field, title, "bytes, measured (log)", bytes_axis=True,
@@ -387,7 +522,7 @@ class Plotter:
 
     def time(self) -> None:
         fig, ax = self.plt.subplots(1, 1, figsize=(8.5, 5.6))
-        many = self.drawn_groups() > MAX_PANEL_LEGEND
+        many = len(self.groups) > MAX_PANEL_LEGEND
         self.series_plot(ax, "median_ms", "median time per call", "ms (log)", slopes={"N²": 2},
                          legend=not many)
         if many:
@@ -397,8 +532,8 @@ class Plotter:
 
     def series_plot(self, ax, field: str, title: str, ylabel: str, bytes_axis: bool = False,
                     slopes: dict | None = None, groups=None, legend: bool = True) -> None:
-        """One panel: a line per group. With legend=False the caller draws one legend for the
-        whole figure (many lines), and the labels are the figure's, not the panel's."""
+        """One panel: a line per group, through its ok rows only. With legend=False the caller
+        draws one legend for the whole figure (many lines), and the labels are the figure's."""
         groups = self.groups if groups is None else groups
         labels = labels_for(list(groups)) if legend else self.labels
         xs_all, oom, zero, firsts = [], [], [], []
@@ -408,17 +543,20 @@ class Plotter:
             good = [(x, y) for x, y in pts if _positive(y)]
             zero += [(x, key) for x, y in pts if _finite_nonneg(y) and y == 0]
             oom += [(r["seq_k"], key) for r in rows if r["status"] == "oom"]
-            xs_all += [r["seq_k"] for r in rows if r["status"] in ("ok", "oom")]
+            xs_all += [r["seq_k"] for r in rows]
             if good:
                 ax.plot([p[0] for p in good], [p[1] for p in good], marker=marker, color=color,
-                        lw=1.6, ms=5, label=labels[key], zorder=3)
+                        lw=1.6, ms=5, label=labels[key], zorder=3, gid="data")
                 firsts.append(good[0])
-            elif any(k == key for _, k in oom + zero):
-                ax.plot([], [], marker=marker, color=color, label=labels[key])
+            elif any(k == key for _, k in oom):
+                ax.plot([], [], ls="none", marker="x", color=color, mew=2,
+                        label=labels[key] + " (OOM only)", gid="oom-marker")
+            elif any(k == key for _, k in zero):
+                ax.plot([], [], ls="none", marker="v", color=color, label=labels[key], gid="zero-marker")
         ax.set_title(title, fontsize=10, pad=16)
         ax.set_ylabel(ylabel)
         ax.set_yscale("log")
-        self.n_axis(ax, xs_all)
+        self.n_axis(ax, xs_all, list(groups))
         if bytes_axis:
             self.bytes_axis(ax)
         if not firsts and not oom and not zero:
@@ -437,12 +575,11 @@ class Plotter:
                 self.guides(ax, ax0, ay, slopes)
         self.mark_oom(ax, oom)
         self.mark_zero(ax, zero)
+        if zero:
+            ax.plot([], [], ls="none", marker="v", color="0.3", gid="zero-marker",
+                    label="▽ on the bottom edge: measured 0 B")
         if legend:
             ax.legend(fontsize=7, loc="best", framealpha=0.85)
-
-    def drawn_groups(self, groups=None) -> int:
-        groups = self.groups if groups is None else groups
-        return sum(any(r["status"] in ("ok", "oom") for r in rows) for rows in groups.values())
 
     def figure_legend(self, fig, axes) -> None:
         """One legend for every panel, right of them: for figures with many lines."""
@@ -463,8 +600,6 @@ class Plotter:
         plt = self.plt
         panels: "OrderedDict[tuple, OrderedDict]" = OrderedDict()
         for key, rows in self.groups.items():
-            if not any(r["status"] in ("ok", "oom") for r in rows):
-                continue
             pk = (key[3], key[4], key[5], key[6])  # pass, dtype, D, causal
             panels.setdefault(pk, OrderedDict())[key] = rows
         panels = OrderedDict(sorted(panels.items(), key=lambda kv: (kv[0][0] != "fwd", kv[0])))
@@ -476,19 +611,22 @@ class Plotter:
             ax.axis("off")
         if not panels:
             self.no_data(axes[0][0], "measured rows")
-        many = any(self.drawn_groups(g) > MAX_PANEL_LEGEND for g in panels.values())
+        many = any(len(g) > MAX_PANEL_LEGEND for g in panels.values())
         for ax, ((pss, dtype, dim, causal), groups) in zip(axes.flat, panels.items()):
             self.series_plot(ax, "tflops", f"{pss}, {dtype}, D={dim}, {'causal' if causal else 'not causal'}",
                              "TFLOP/s (log)", groups=groups, legend=not many)
             self.draw_anchors(ax, pss, dtype, dim, causal)
             if not many:
-                ax.legend(fontsize=7, loc="best", framealpha=0.85)
+                ax.legend(fontsize=7, loc="lower right", framealpha=0.85)
         if many:
             self.figure_legend(fig, list(axes.flat[:len(panels)]))
         fig.suptitle(f"TFLOP/s against N, with the H100 anchors — {self.header()}", fontsize=11)
         self.save(fig, "tflops", self.footer(fig))
 
-    def draw_anchors(self, ax, pss: str, dtype: str, dim: int, causal: bool) -> None:
+    def draw_anchors(self, ax, pss: str, dtype: str, dim: int, causal: bool,
+                     legend: bool = False) -> None:
+        """The anchors as horizontal lines, labelled at the line (legend=False) or in a legend of
+        their own (legend=True: bar charts, where a label at the line would sit on a bar)."""
         if not self.anchors:
             return
         lines = []  # (value, label, style)
@@ -511,23 +649,55 @@ class Plotter:
         lo, hi = ax.get_ylim()
         hi = max(hi, max(v for v, _, _ in lines) * 2.0)
         trans = self.transforms.blended_transform_factory(ax.transAxes, ax.transData)
+        if legend:
+            for v, label, ls in sorted(lines, reverse=True):
+                ax.axhline(v, color="0.25", ls=ls, lw=1.1, zorder=2, gid="anchor", label=label)
+            ax.set_ylim(lo, hi)
+            ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+            return
         right, last = True, None
         for v, label, ls in sorted(lines):
-            ax.axhline(v, color="0.25", ls=ls, lw=1.1, zorder=2)
+            ax.axhline(v, color="0.25", ls=ls, lw=1.1, zorder=2, gid="anchor")
             # Two anchors within 25% of each other: put the second label on the other side.
             right = not right if last is not None and v / last < 1.25 else True
             ax.text(0.99 if right else 0.01, v * 1.04, label, transform=trans,
-                    ha="right" if right else "left", va="bottom", fontsize=6.5, color="0.2")
+                    ha="right" if right else "left", va="bottom", fontsize=6.5, color="0.2",
+                    bbox=dict(facecolor="white", edgecolor="none", alpha=0.6, pad=0.5),
+                    zorder=2.5)  # over the anchor lines and grid, under the data
             last = v
         ax.set_ylim(lo, hi)
 
     # -- (d) stage-by-stage progression ---------------------------------------------------------
 
+    def progression_bars(self, per_stage: "OrderedDict[str, list]") -> list[dict]:
+        """The bars, left to right: per stage its fastest ok variant; a stage with a ladder
+        (variants v1_..., v2_, ... of that stage) shows every rung in order of its number, then its
+        fastest other variant of its own (its "ours", e.g. flash); a stage with only oom rows
+        there, one OOM slot. With one stage only, every variant of it, slowest first."""
+        bars = []
+        for stage, rows in per_stage.items():
+            ok = [r for r in rows if r["status"] == "ok"]
+            if not ok:
+                bars.append(next(r for r in rows if r["status"] == "oom"))
+                continue
+            rungs = sorted((r for r in ok if r["stage"] == stage and ladder_rung(r["_variant"]) is not None),
+                           key=lambda r: (ladder_rung(r["_variant"]), r["_variant"], r["median_ms"]))
+            if rungs:
+                bars += rungs
+                ours = [r for r in ok if r["stage"] == stage and ladder_rung(r["_variant"]) is None]
+                if ours:
+                    bars.append(min(ours, key=lambda r: r["median_ms"]))
+            elif len(per_stage) == 1:  # one stage only: each of its variants, slowest first
+                bars += sorted(ok, key=lambda r: (-r["median_ms"], r["_variant"]))
+            else:
+                bars.append(min(ok, key=lambda r: r["median_ms"]))
+        return bars
+
     def progression(self) -> None:
         plt = self.plt
-        fig, axes = plt.subplots(1, 3, figsize=(15, 5.2))
         choice = self.common_shape()
         if choice is None:
+            fig, axes = plt.subplots(3, 1, figsize=(9, 11))
             for ax in axes:
                 self.no_data(ax, "shape shared by measured rows" if self.at_seq is None
                              else f"measured rows at N={self.at_seq}")
@@ -536,45 +706,51 @@ class Plotter:
             self.save(fig, "progression", self.footer(fig))
             return
         shape, per_stage = choice
-        pss, dim, causal, bh, nq, nk = shape
-        names, best = [], []
-        for stage, rows in per_stage.items():
-            ok = [r for r in rows if r["status"] == "ok"]
-            if ok:
-                r = min(ok, key=lambda r: r["median_ms"])
-                dt = "" if r["_dtype"] == "float32" else f"\n{r['dtype']}"
-                names.append(f"{stage}\n{r['variant']}{dt}")
-                best.append(r)
-            else:
-                r = next((r for r in rows if r["status"] == "oom"), rows[0])
-                names.append(f"{stage}\n{r['variant']}")
-                best.append(r)
+        pss, dim, causal, batch, heads, nq, nk = shape
+        best = self.progression_bars(per_stage)
+        names = []
+        for r in best:
+            dt = "" if r["_dtype"] == "float32" else f"\n{r['dtype']}"
+            names.append(f"{r['stage']}\n{r['_variant']}{dt}")
         xs = list(range(len(best)))
         colors = [self.style[group_key(r)][0] for r in best]
-        panels = ((axes[0], "median_ms", "best median time (lower is better)", "ms (log)", fmt_ms),
-                  (axes[1], "tflops", "TFLOP/s of that variant (higher is better)", "TFLOP/s (log)", fmt_tf),
-                  (axes[2], "extra_bytes", "its extra memory, measured (lower is better)", "bytes (log)", fmt_bytes))
+        fig, axes = plt.subplots(3, 1, figsize=(max(9.0, 1.25 * len(best) + 3.0), 12))
+        panels = ((axes[0], "median_ms", "median time (lower is better); ×: speed-up over the bar before", "ms (log)", fmt_ms),
+                  (axes[1], "tflops", "TFLOP/s (higher is better)", "TFLOP/s (log)", fmt_tf),
+                  (axes[2], "extra_bytes", "extra memory, measured (lower is better)", "bytes (log)", fmt_bytes))
         for ax, field, title, ylabel, fmt in panels:
             vals = [r.get(field) if r["status"] == "ok" else None for r in best]
             pos = [v for v in vals if _positive(v)]
             ax.set_yscale("log")
             if pos:
-                ax.set_ylim(min(pos) / 8, max(pos) * 8)
+                ax.set_ylim(min(pos) / 8, max(pos) * (25 if field == "median_ms" else 10))
             bottom = ax.get_ylim()[0] if pos else 1.0
+            prev = None  # the last bar with a time: what the speed-up is measured against
             for x, v, r, c in zip(xs, vals, best, colors):
                 if _positive(v):
-                    ax.bar(x, v - bottom, bottom=bottom, color=c, width=0.65, zorder=3)
-                    ax.text(x, v * 1.15, fmt(v), ha="center", va="bottom", fontsize=8)
+                    ax.bar(x, v - bottom, bottom=bottom, color=c, width=0.65, zorder=3, gid="bar")
+                    text = fmt(v)
+                    if field == "median_ms":
+                        if _positive(r.get("tflops")):
+                            text += f"\n{fmt_tf(r['tflops'])} TFLOP/s"
+                        if prev is not None:
+                            text += f"\n×{prev['median_ms'] / v:.3g} vs {prev['_variant']}"
+                        prev = r
+                    ax.text(x, v * 1.15, text, ha="center", va="bottom", fontsize=7.5, gid="bar-label",
+                            zorder=6, bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.8))
                 else:
-                    word = {"oom": "OOM", "skipped": "skipped", "failed": "failed"}.get(r["status"], "0 B")
+                    word = {"oom": "OOM\n(marker)", "skipped": "skipped", "failed": "failed"}.get(r["status"], "0 B")
                     ax.text(x, bottom * 1.5, word, ha="center", va="bottom", fontsize=9,
                             color="firebrick" if r["status"] == "oom" else "0.3", fontweight="bold")
             if field == "tflops":
                 dts = {r["_dtype"] for r in best if r["status"] == "ok"}
                 if len(dts) == 1:
-                    self.draw_anchors(ax, pss, dts.pop(), dim, causal)
+                    self.draw_anchors(ax, pss, dts.pop(), dim, causal, legend=True)
             if field == "extra_bytes":
                 self.bytes_axis(ax)
+            if not pos:  # nothing above 0 (all 0 B, or no ok row): the words say it, no scale
+                ax.set_yticks([])
+                ax.set_yticks([], minor=True)
             ax.set_xticks(xs)
             ax.set_xticklabels(names, fontsize=8)
             ax.set_xlim(-0.6, len(xs) - 0.4)
@@ -582,30 +758,27 @@ class Plotter:
             ax.set_ylabel(ylabel)
             ax.grid(True, axis="y", alpha=0.3, zorder=0)
         n = fmt_n(nk) if nq == nk else f"{fmt_n(nq)}×{fmt_n(nk)}"
-        shape_text = f"{pss}, N={n}, D={dim}, B·H={bh}{', causal' if causal else ''}"
+        shape_text = f"{pss}, N={n}, D={dim}, B={batch}, H={heads}{', causal' if causal else ''}"
         fig.suptitle(f"Stage by stage at {shape_text} — {self.header()}", fontsize=11)
         self.save(fig, "progression", self.footer(fig))
 
     def common_shape(self):
-        """The shape that the most stages measured (ok or oom); ties go to the later stages, then
-        to the larger N. Forward rows first: the backward has its own stages."""
+        """The shape that the most stages measured ok; ties go to the later stages, then to the
+        larger N. Forward rows first: the backward has its own stages."""
         by_shape: "OrderedDict[tuple, OrderedDict]" = OrderedDict()
         for r in self.rows:
-            if r["status"] not in ("ok", "oom"):
-                continue
             if self.at_seq is not None and r["seq_k"] != self.at_seq:
                 continue
-            shape = (r["pass"], r["dim"], r["causal"], r["batch"] * r["heads"], r["seq_q"], r["seq_k"])
+            shape = (r["pass"], r["dim"], r["causal"], r["batch"], r["heads"], r["seq_q"], r["seq_k"])
             by_shape.setdefault(shape, OrderedDict()).setdefault(r["stage"], []).append(r)
         if not by_shape:
             return None
 
         def rank(item):
-            # Forward first; then the most stages; then the latest stage (results from several
-            # machines: the GPU shapes, not the CPU ones); then the longest N.
-            (pss, dim, causal, bh, nq, nk), stages = item
+            (pss, dim, causal, batch, heads, nq, nk), stages = item
             ok_stages = sum(any(r["status"] == "ok" for r in rs) for rs in stages.values())
-            return (pss == "fwd", len(stages), max(stages), ok_stages, nk, nq, -dim, not causal)
+            ok_rows = sum(r["status"] == "ok" for rs in stages.values() for r in rs)
+            return (pss == "fwd", ok_stages, len(stages), max(stages), ok_rows, nk, nq, -dim, not causal)
 
         shape, stages = max(by_shape.items(), key=rank)
         return shape, OrderedDict(sorted(stages.items()))
@@ -687,6 +860,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="file name prefix (default: the input's name for one file, else 'results')")
     ap.add_argument("--anchors", metavar="FILE", help=f"anchors JSON (default: {here / 'anchors.json'})")
     ap.add_argument("--no-anchors", action="store_true", help="draw no anchor lines")
+    ap.add_argument("--device", metavar="TEXT",
+                    help="only the rows whose device contains TEXT (case-insensitive), e.g. H100; "
+                         "default: one set of figures per device")
     ap.add_argument("--seq", type=int, metavar="N",
                     help="the N of the stage-by-stage figure (default: the shape most stages share)")
     try:
@@ -719,7 +895,12 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             raise BadInput("matplotlib is not installed for this Python "
                            f"({sys.executable}); install python3-matplotlib") from None
-        Plotter(docs, anchors, out, prefix, args.seq).all()
+        selection = Selection(docs, args.device)
+        for device, rows in selection.sets.items():
+            name = prefix if len(selection.sets) == 1 else f"{prefix}_{device_slug(device)}"
+            Plotter(rows, device, docs, anchors, out, name, args.seq).all()
+        for note in selection.notes():
+            print(f"{PROG}: note: {note}", file=sys.stderr)
     except BadInput as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2

@@ -10,7 +10,9 @@ Set FA_RESULTS_JSON=path/to/real.json to also plot a real file written by a stag
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 TOOL = HERE / "plot_results.py"
@@ -53,9 +56,9 @@ def row(stage, variant, n, *, status="ok", ms=None, extra=None, dim=64, causal=F
     }
 
 
-def results_file(stage, rows, device="Synthetic CPU", command="step0x --json out.json"):
+def results_file(stage, rows, device="Synthetic CPU", command="step0x --json out.json", schema=1):
     return {
-        "schema": "flash-course-results/1", "stage": stage, "command": command,
+        "schema": f"flash-course-results/{schema}", "stage": stage, "command": command,
         "date": "2025-01-02T03:04:05Z", "git_commit": "abc1234",
         "device": {"name": device, "cuda_runtime": "", "cuda_driver": ""}, "results": rows,
     }
@@ -96,6 +99,110 @@ def gpu_file():
     return results_file("04", rows, device=dev, command="step04_cuda_flash_forward --json 04.json")
 
 
+def tour_like_files():
+    """What the tour writes on a GPU machine, small: stage 02 on the CPU (measuring 01 beside it,
+    01's longest row skipped), and stage 03 on the GPU, whose file also measures 02 online on the
+    host CPU (those rows name the CPU as their device) with its two longest rows skipped."""
+    cpu, gpu = "Synthetic CPU", "NVIDIA H100 80GB HBM3"
+    s02 = []
+    for n in (256, 512, 1024, 2048, 4096):
+        s02.append(row("02", "online", n, extra=18000 + 8 * n, heads=4))
+        s02.append(row("01", "eigen", n, extra=8 * n * n * 4, heads=4) if n <= 2048 else
+                   row("01", "eigen", n, heads=4, status="skipped", note="longer than this variant's sweep limit"))
+    s03 = []
+    for n in (256, 512, 1024, 2048, 4096):
+        s03.append(row("03", "naive", n, heads=8, extra=8 * n * n * 4, device=gpu))
+        s03.append(row("02", "online", n, heads=8, extra=18000 + 8 * n, device=cpu) if n <= 1024 else
+                   row("02", "online", n, heads=8, status="skipped", device=cpu, note="longer than this variant's sweep limit"))
+    return (results_file("02", s02, device=cpu, command="step02 --json step02.json"),
+            results_file("03", s03, device=gpu, command="step03 --json step03.json"))
+
+
+def paper_shapes_file(stage, variants, dim=64, heads=32, causal=False, device="NVIDIA H100 80GB HBM3",
+                      seqs=(1024, 2048, 4096, 8192, 16384), **kw):
+    """A fixed-token sweep as stage 06's --paper-shapes runs it: B·N = 16k tokens, B = 16k / N."""
+    rows = []
+    for n in seqs:
+        for v, speed in variants:
+            rows.append(row(stage, v, n, batch=16384 // n, heads=heads, dim=dim, causal=causal,
+                            extra=0 if v != "naive" else 2 * heads * (16384 // n) * n * n * 4,
+                            ms=4.0 * (16384 // n) * heads * n * n * dim / speed, device=device, **kw))
+    return results_file(stage, rows, device=device, command=f"step{stage} --paper-shapes --json x.json")
+
+
+def load_tool():
+    spec = importlib.util.spec_from_file_location("plot_results_under_test", TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_in_process(*args):
+    """Run the tool's main() here and keep every figure it saves: (exit code, stdout, stderr,
+    {file name: matplotlib Figure}). The figures are inspected as objects, not as pixels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    mod = load_tool()
+    figures = {}
+    original = Figure.savefig
+
+    def record(fig, fname, *a, **kw):
+        figures[Path(fname).name] = fig
+        return original(fig, fname, *a, **kw)
+
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.object(Figure, "savefig", record), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        rc = mod.main([str(a) for a in args])
+    return rc, out.getvalue(), err.getvalue(), figures
+
+
+def legend_texts(fig):
+    """Every legend entry of a figure (panel legends and the figure's own)."""
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
+    return [t.get_text() for lg in legends for t in lg.get_texts()]
+
+
+def series(ax):
+    """{label: [(x, y), ...]} of the data lines of a panel: labelled lines in data coordinates with
+    at least one point (not the guides, not the edge markers, not the anchors)."""
+    out = {}
+    for line in ax.get_lines():
+        label = line.get_label()
+        if label.startswith("_") or label.startswith("∝") or len(line.get_xdata()) == 0:
+            continue
+        if line.get_transform() != ax.transData:
+            continue
+        out[label] = list(zip(map(float, line.get_xdata()), map(float, line.get_ydata())))
+    return out
+
+
+def panel(fig, title_part):
+    axes = [ax for ax in fig.axes if title_part in ax.get_title()]
+    assert len(axes) == 1, [ax.get_title() for ax in fig.axes]
+    return axes[0]
+
+
+def cpu_memory_lines(figs):
+    """The extra-memory lines of the memory figure that shows stage 02 (tour_like_files)."""
+    found = [series(panel(fig, "extra memory")) for name, fig in sorted(figs.items())
+             if name.endswith("_memory.png")]
+    found = [lines for lines in found if any(k.startswith("02 online") for k in lines)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def figure_text(fig):
+    """The suptitle, every panel title and every axis label of a figure."""
+    parts = [fig._suptitle.get_text() if fig._suptitle else ""]
+    for ax in fig.axes:
+        parts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+    return "\n".join(parts)
+
+
 def run_tool(*args):
     return subprocess.run([sys.executable, str(TOOL), *map(str, args)], capture_output=True, text=True,
                           timeout=300)
@@ -114,9 +221,12 @@ class PlotResultsTest(unittest.TestCase):
         path.write_text(doc if isinstance(doc, str) else json.dumps(doc, indent=1))
         return path
 
-    def assert_pngs(self, proc, out, prefix):
+    def assert_pngs(self, proc, out, prefix, first=None):
+        """The four PNGs of PREFIX printed and written (the only output, or from line `first`)."""
         self.assertEqual(proc.returncode, 0, proc.stderr)
         printed = [Path(p) for p in proc.stdout.split()]
+        if first is not None:
+            printed = printed[first:first + 4]
         expected = [out / f"{prefix}_{n}.png" for n in ("memory", "time", "tflops", "progression")]
         self.assertEqual(printed, expected)
         for p in expected:
@@ -157,7 +267,12 @@ class PlotResultsTest(unittest.TestCase):
         for name, doc in (("01.json", f01), ("02.json", f02), ("04.json", gpu_file())):
             (results / name).write_text(json.dumps(doc))
         out = self.dir / "plots"
-        self.assert_pngs(run_tool(results, "--out", out, "--seq", 1024), out, "results")
+        proc = run_tool(results, "--out", out, "--seq", 1024)
+        # Two devices: one set of four figures each, the device in the file name.
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(len(proc.stdout.split()), 8, proc.stdout)
+        self.assert_pngs(proc, out, "results_synthetic", first=0)
+        self.assert_pngs(proc, out, "results_h100-80gb-hbm3", first=4)
 
     @needs_mpl
     def test_nothing_ran(self):
@@ -183,6 +298,201 @@ class PlotResultsTest(unittest.TestCase):
             self.skipTest("set FA_RESULTS_JSON to a results file written by a stage")
         out = self.dir / "real"
         self.assert_pngs(run_tool(real, "--out", out, "--prefix", "real"), out, "real")
+
+    # -- what the figures say (issue 10): each test failed on the tool before the fix ------------
+
+    @needs_mpl
+    def test_skipped_rows_do_not_move_lines(self):
+        # The tour's files: stage 02 online must be one line per shape (B·H = 4 from its own run,
+        # B·H = 8 from stage 03's comparison), connected, whatever was skipped beside it.
+        f02, f03 = tour_like_files()
+        a, b = self.write("step02.json", f02), self.write("step03.json", f03)
+        rc, out, err, figs = run_in_process(a, b, "--out", self.dir / "o")
+        self.assertEqual(rc, 0, err)
+        lines = cpu_memory_lines(figs)
+        online = {k: v for k, v in lines.items() if k.startswith("02 online")}
+        self.assertEqual(sorted(online), ["02 online B·H=4", "02 online B·H=8"], lines.keys())
+        self.assertEqual([x for x, _ in online["02 online B·H=4"]], [256, 512, 1024, 2048, 4096])
+        self.assertEqual([x for x, _ in online["02 online B·H=8"]], [256, 512, 1024])
+        self.assertEqual([x for x, _ in lines["01 eigen B·H=4"]], [256, 512, 1024, 2048])
+        # The same files with the skipped rows deleted: the very same lines.
+        for doc in (f02, f03):
+            doc["results"] = [r for r in doc["results"] if r["status"] != "skipped"]
+        a2, b2 = self.write("step02b.json", f02), self.write("step03b.json", f03)
+        rc, _, err, figs2 = run_in_process(a2, b2, "--out", self.dir / "o2")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(cpu_memory_lines(figs2), lines)
+
+    @needs_mpl
+    def test_one_device_per_figure(self):
+        f02, f03 = tour_like_files()
+        results = self.dir / "results"
+        results.mkdir()
+        (results / "step02.json").write_text(json.dumps(f02))
+        (results / "step03.json").write_text(json.dumps(f03))
+        rc, out, err, figs = run_in_process(results, "--out", self.dir / "o")
+        self.assertEqual(rc, 0, err)
+        gpu = [f"results_h100-80gb-hbm3_{k}.png" for k in ("memory", "time", "tflops", "progression")]
+        cpu = [f"results_synthetic_{k}.png" for k in ("memory", "time", "tflops", "progression")]
+        self.assertEqual(sorted(figs), sorted(gpu + cpu))
+        for name in gpu:
+            text = "\n".join(legend_texts(figs[name])) + figure_text(figs[name])
+            self.assertIn("H100", figs[name]._suptitle.get_text().split("—")[-1], name)
+            self.assertNotIn("Synthetic", text, name)      # no CPU device named on a GPU figure
+            self.assertNotIn("02 online", text, name)      # and no CPU series on it
+            ticks = [t.get_text() for ax in figs[name].axes for t in ax.get_xticklabels()]
+            self.assertFalse(any("online" in t for t in ticks), (name, ticks))
+        for name in cpu:
+            text = "\n".join(legend_texts(figs[name]))
+            self.assertNotIn("03 naive", text, name)
+            self.assertNotIn("H100", figs[name]._suptitle.get_text().split("—")[-1], name)
+        # The GPU memory figure: in each panel's legend exactly its one line (03 naive) and the guides.
+        self.assertEqual(legend_texts(figs[gpu[0]]), ["03 naive", "∝ N (guide)", "∝ N² (guide)"] * 2)
+
+    @needs_mpl
+    def test_device_option(self):
+        f02, f03 = tour_like_files()
+        a, b = self.write("step02.json", f02), self.write("step03.json", f03)
+        out = self.dir / "o"
+        proc = run_tool(a, b, "--out", out, "--device", "h100", "--prefix", "gpu")
+        self.assert_pngs(proc, out, "gpu")
+        self.assertIn("step03.json: 5 rows not drawn, their device is not --device 'h100'", proc.stderr)
+        self.assertIn("step02.json", proc.stderr)  # nothing of it drawn: said so
+        self.assert_bad(run_tool(a, "--out", out, "--device", "TPU"), "--device", "no row")
+
+    @needs_mpl
+    def test_only_ok_rows_are_data(self):
+        gpu = "NVIDIA H100 80GB HBM3"
+        # File a: the N = 2048 case skipped; file b (a later run of the same stage): measured.
+        a_rows = [row("03", "naive", n, heads=8, extra=n * n, device=gpu) for n in (512, 1024)]
+        a_rows.append(row("03", "naive", 2048, heads=8, status="skipped", device=gpu))
+        b_rows = [row("03", "naive", 2048, heads=8, extra=2048 * 2048, device=gpu)]
+        # An oom row that carries numbers anyway, and a failed one: neither is a point.
+        oom = row("03", "naive", 4096, heads=8, status="oom", device=gpu)
+        oom["peak_bytes"], oom["extra_bytes"] = 7e10, 7e10
+        failed = row("03", "naive", 8192, heads=8, status="failed", device=gpu, note="launch failed")
+        failed["median_ms"], failed["extra_bytes"] = 5.0, 1e6
+        a = self.write("a.json", results_file("03", a_rows + [oom, failed], device=gpu))
+        b = self.write("b.json", results_file("03", b_rows, device=gpu))
+        rc, out, err, figs = run_in_process(a, b, "--out", self.dir / "o")
+        self.assertEqual(rc, 0, err)
+        for name, title in (("results_memory.png", "extra memory"), ("results_memory.png", "peak memory"),
+                            ("results_time.png", "median time")):
+            lines = series(panel(figs[name], title))
+            self.assertEqual(list(lines), ["03 naive"], (name, lines))
+            self.assertEqual([x for x, _ in lines["03 naive"]], [512, 1024, 2048], (name, title))
+        labels = legend_texts(figs["results_memory.png"])
+        self.assertTrue(any("OOM" in t and "marker" in t for t in labels), labels)
+
+    @needs_mpl
+    def test_fixed_token_sweep_is_labelled(self):
+        doc = paper_shapes_file("04", [("flash", 2e10)])
+        doc["results"][-1]["status"] = "skipped"  # a skipped row changes nothing
+        path = self.write("step04_d64.json", doc)
+        rc, out, err, figs = run_in_process(path, "--out", self.dir / "o")
+        self.assertEqual(rc, 0, err)
+        for name in ("step04_d64_memory.png", "step04_d64_time.png", "step04_d64_tflops.png"):
+            fig = figs[name]
+            for ax in fig.axes:
+                if ax.get_xscale() == "log":  # the panels against N
+                    self.assertIn("B·N = 16k tokens", ax.get_xlabel(), name)
+        # Two plain sweeps (B = 1, H = 8 and H = 16): no token family in sight.
+        gpu = "NVIDIA H100 80GB HBM3"
+        p8 = self.write("s3.json", results_file("03", [row("03", "naive", n, heads=8, extra=n * n, device=gpu)
+                                                      for n in (512, 1024, 2048)], device=gpu))
+        p16 = self.write("s4.json", results_file("04", [row("03", "naive", n, heads=16, extra=n * n, device=gpu)
+                                                       for n in (256, 512, 1024)], device=gpu))
+        rc, out, err, figs = run_in_process(p8, p16, "--out", self.dir / "o2")
+        self.assertEqual(rc, 0, err)
+        lines = series(panel(figs["results_memory.png"], "extra memory"))
+        self.assertEqual(sorted(lines), ["03 naive B·H=16", "03 naive B·H=8"])
+        self.assertNotIn("tokens", figure_text(figs["results_memory.png"]))
+
+    @needs_mpl
+    def test_every_named_file_accounted_for(self):
+        # Stage 06's deterministic backward, schema 1: "flash" with values.deterministic, at shapes
+        # that the plain run also measured. Its flash rows are a line of their own; its
+        # materialized rows repeat the plain run's, and the tool says so, naming the file.
+        plain = paper_shapes_file("06", [("flash", 3e10), ("materialized", 1.5e10)], causal=True,
+                                  pss="bwd", seqs=(1024, 2048, 4096))
+        det = paper_shapes_file("06", [("flash", 2e10), ("materialized", 1.5e10)], causal=True,
+                                pss="bwd", seqs=(1024, 4096))
+        for r in det["results"]:
+            r["values"] = {"deterministic": 1}
+        nothing = results_file("06", [row("06", "flash", 1024, status="skipped", note="no CUDA device")])
+        a = self.write("step06_causal.json", plain)
+        b = self.write("step06_causal_deterministic.json", det)
+        c = self.write("step06_nogpu.json", nothing)
+        rc, out, err, figs = run_in_process(a, b, c, "--out", self.dir / "o")
+        self.assertEqual(rc, 0, err)
+        lines = series(panel(figs["results_time.png"], "median time"))
+        self.assertEqual(sorted(lines), ["06 flash", "06 flash-deterministic", "06 materialized"])
+        want = [(r["seq_k"], r["median_ms"]) for r in det["results"] if r["variant"] == "flash"]
+        self.assertEqual(lines["06 flash-deterministic"], want)
+        notes = [l for l in err.splitlines() if "note:" in l]
+        self.assertTrue(any("step06_causal_deterministic.json" in l and "06 materialized" in l
+                            and "step06_causal.json" in l for l in notes), err)
+        self.assertTrue(any("step06_nogpu.json" in l for l in notes), err)
+
+    @needs_mpl
+    def test_schema_2_with_schema_1(self):
+        gpu = "NVIDIA H100 80GB HBM3"
+        rows = [row("06", "flash-deterministic", n, pss="bwd", extra=n * 64, device=gpu) for n in (512, 1024)]
+        for r in rows:
+            r.pop("values")
+            r.update(heads_kv=r["heads"], driver_bytes=None, error_vs_plain=None)
+        a = self.write("v2.json", results_file("06", rows, device=gpu, schema=2))
+        b = self.write("v1.json", results_file("06", [row("06", "flash", n, pss="bwd", extra=n * 64, device=gpu)
+                                                     for n in (512, 1024)], device=gpu))
+        rc, out, err, figs = run_in_process(a, b, "--out", self.dir / "o")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(series(panel(figs["results_time.png"], "median time"))),
+                         ["06 flash", "06 flash-deterministic"])
+
+    @needs_mpl
+    def test_ladder_progression(self):
+        # Stage 04 with a ladder: rungs v1_, v2_, v10_ (numeric order, written out of order), then
+        # its own flash; stage 03's two variants measured beside them. One common shape wins.
+        gpu = "NVIDIA H100 80GB HBM3"
+        speeds = {("03", "naive"): 3e9, ("03", "cublas"): 1.2e10, ("04", "v2_shared_tiles"): 1.5e10,
+                  ("04", "v10_vectorized"): 2.5e10, ("04", "v1_algorithm1"): 6e9, ("04", "flash"): 3e10}
+        rows = [row(st, v, n, heads=8, extra=0 if st == "04" else n * n * 32, ms=4.0 * 8 * n * n * 64 / sp,
+                    device=gpu) for n in (1024, 2048) for (st, v), sp in speeds.items()]
+        rows.append(row("04", "v3_unfinished", 1024, heads=8, status="failed", device=gpu))
+        path = self.write("step04.json", results_file("04", rows, device=gpu))
+        rc, out, err, figs = run_in_process(path, "--out", self.dir / "o", "--no-anchors")
+        self.assertEqual(rc, 0, err)
+        fig = figs["step04_progression.png"]
+        ax = panel(fig, "median time")
+        ticks = [t.get_text() for t in ax.get_xticklabels()]
+        self.assertEqual(ticks, ["03\ncublas", "04\nv1_algorithm1", "04\nv2_shared_tiles",
+                                 "04\nv10_vectorized", "04\nflash"])
+        self.assertIn("N=2k", fig._suptitle.get_text())  # the common shape: the longest N
+        texts = [t.get_text() for t in ax.texts]
+        self.assertEqual(len(texts), 5, texts)
+        order = ["cublas", "v1_algorithm1", "v2_shared_tiles", "v10_vectorized", "flash"]
+        ms = {v: 4.0 * 8 * 2048 * 2048 * 64 / speeds[(st, v)] for (st, v) in speeds}
+        for i, (text, v) in enumerate(zip(texts, order)):
+            self.assertIn("TFLOP/s", text)
+            if i == 0:
+                self.assertNotIn("×", text)
+                continue
+            before = order[i - 1]
+            self.assertIn(f"×{ms[before] / ms[v]:.3g} vs {before}", text)
+        self.assertIn("×2.5 vs v1_algorithm1", texts[2])  # 15 against 6 TFLOP/s at the same work
+        tf_ax = panel(fig, "TFLOP/s")
+        self.assertEqual([t.get_text() for t in tf_ax.get_xticklabels()], ticks)
+
+    @needs_mpl
+    def test_make_figures_script(self):
+        # The script that regenerates docs/figures makes every committed figure and no other
+        # (written to a scratch folder here; docs/figures is not touched).
+        committed = sorted(p.name for p in (HERE.parent / "figures").glob("*.png"))
+        out = self.dir / "figures"
+        proc = subprocess.run(["sh", str(HERE / "make_figures.sh"), str(out)], capture_output=True,
+                              text=True, timeout=600, env={**os.environ, "PYTHON": sys.executable})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(sorted(p.name for p in out.glob("*.png")), committed)
 
     # -- bad input: exit 2, one line ---------------------------------------------------------
 

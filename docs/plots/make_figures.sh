@@ -1,0 +1,63 @@
+#!/bin/sh
+# make_figures.sh — regenerate every committed figure in docs/figures from docs/results, in one go.
+#
+#   docs/plots/make_figures.sh            replace docs/figures/*.png with what it makes (nothing else)
+#   docs/plots/make_figures.sh OUT_DIR    write the figures to OUT_DIR instead (a check; docs/figures
+#                                         is left alone)
+#   cmake --build build --target figures  the first form, with the Python that CMake found
+#
+# PYTHON (default /usr/bin/python3) must have matplotlib. Each set of four figures (PREFIX_memory,
+# _time, _tflops, _progression .png) comes from the results files listed below, which the chapters
+# name under their figures; a listed file that is missing stops it (exit 2, the tool's one line).
+# The figures are drawn in a scratch folder first; docs/figures is replaced only when every set was
+# drawn, so each PNG there comes from this script and a PNG it no longer makes is removed.
+# Deterministic: the same results files and matplotlib give the same PNG bytes.
+# The tool's notes (rows not drawn and why) are printed as they come.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+docs=$(dirname "$here")
+results="$docs/results"
+tool="$here/plot_results.py"
+python=${PYTHON:-/usr/bin/python3}
+dest=${1:-$docs/figures}
+
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/make_figures.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT INT TERM
+
+# One set: PREFIX, DEVICE (the tool's --device, or - for every device), then the results files
+# (names in docs/results).
+set_of() {
+  prefix=$1
+  device=$2
+  shift 2
+  args=""
+  for f in "$@"; do
+    args="$args $results/$f"
+  done
+  if [ "$device" != - ]; then
+    args="$args --device $device"
+  fi
+  echo "== $prefix"
+  # shellcheck disable=SC2086  # the file names have no spaces: they are the course's own
+  "$python" "$tool" $args --out "$scratch" --prefix "$prefix" >/dev/null
+}
+
+# Chapter 02: stages 01 and 02 on a 2-core Xeon.
+set_of cpu - step01_xeon-2core.json step02_xeon-2core.json
+# Chapter 03: stage 03 run until it runs out of device memory.
+set_of h100_step03_oom H100 step03_find_oom_b1_h32_d64.json
+# Chapters 03-05: the FlashAttention-paper shapes (B·N = 16k tokens), D = 64 and D = 128.
+set_of h100_d64 H100 step03_issue_d64.json step04_d64.json step05_d64.json
+set_of h100_d128 H100 step03_issue_d128.json step04_d128.json step05_d128.json
+# Chapter 06: the backward at the paper shapes, D = 64, with the deterministic dQ.
+set_of h100_bwd_d64 H100 step06_d64.json step06_d64_causal.json step06_d64_causal_deterministic.json
+# The tour on the H100 machine (stages 03-06; stage 03's CPU comparison row is left out: one
+# figure, one device).
+set_of tour_h100 H100 step03_tour-h100.json step04_tour-h100.json step05_tour-h100.json \
+  step06_tour-h100.json
+
+mkdir -p "$dest"
+rm -f "$dest"/*.png
+cp "$scratch"/*.png "$dest"/
+ls "$dest"/*.png
