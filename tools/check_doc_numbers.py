@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that every measured figure in the chapters equals the results file it comes from.
 
-    check_doc_numbers.py [--docs DIR] [--suggest] [FILE.md ...]
+    check_doc_numbers.py [--docs DIR] [--suggest | --fix] [FILE.md ...]
     check_doc_numbers.py --self-test
 
 The convention: a measured figure in a chapter is followed, on the same line, by an HTML comment
@@ -27,7 +27,9 @@ written 39.3, 2,700, 1.2e-4 or 6.3·10⁻⁵. It passes when the value, rounded 
 printed, reads the same. Exit 0 when every figure matches, 1 with `file:line: printed X, the
 results say Y` for each that does not (or whose source cannot be found), 2 on bad usage.
 --suggest prints the value every annotated figure should have, as it would be printed, so that
-prose can follow regenerated results mechanically. Standard library only.
+prose can follow regenerated results mechanically; --fix writes those values into the files (only
+the numbers; read the diff: words around a number, such as "faster", are yours to check).
+Standard library only.
 """
 import argparse
 import glob
@@ -217,14 +219,16 @@ def render(value, integer, decimals, exponent, style):
     return out
 
 
-def check_file(docs, path, cache, suggest, out):
+def check_file(docs, path, cache, suggest, out, fix=False):
     problems = 0
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
     name = os.path.relpath(path)
     count = 0
+    fixed = 0
     for n, line in enumerate(lines, 1):
-        for m in COMMENT.finditer(line):
+        # Right to left, so that a fix does not move the comments still to be read.
+        for m in reversed(list(COMMENT.finditer(line))):
             count += 1
             before = COMMENT.sub("", line[: m.start()])
             found = printed_number(before)
@@ -242,18 +246,27 @@ def check_file(docs, path, cache, suggest, out):
             expected = render(value, integer, decimals, exponent, style)
             shown = text.split("·")[0].split("e")[0].replace(",", "")
             ok = "%.*f" % (decimals, value / 10.0 ** exponent) == shown
-            if suggest:
+            if fix and not ok:
+                at = line.rfind(text, 0, m.start())
+                line = line[:at] + expected + line[at + len(text):]
+                lines[n - 1] = line
+                fixed += 1
+            elif suggest:
                 out.append("%s:%d: %s -> %s%s" % (name, n, text, expected, "" if ok else "   (differs)"))
             elif not ok:
                 out.append("%s:%d: printed %s, the results say %s (%.6g)" % (name, n, text, expected, value))
                 problems += 1
+    if fixed:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+        out.append("%s: %d figures rewritten" % (name, fixed))
     return problems, count
 
 
-def run(docs, files, suggest, quiet=False):
+def run(docs, files, suggest, quiet=False, fix=False):
     cache, out, problems, count = {}, [], 0, 0
     for path in files:
-        p, c = check_file(docs, path, cache, suggest, out)
+        p, c = check_file(docs, path, cache, suggest, out, fix)
         problems, count = problems + p, count + c
     if out and not quiet:
         print("\n".join(out))
@@ -300,6 +313,7 @@ def main():
     ap.add_argument("--docs", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs"),
                     help="the docs folder (results/ and plots/ are read from it)")
     ap.add_argument("--suggest", action="store_true", help="print the value each annotated figure should have")
+    ap.add_argument("--fix", action="store_true", help="write the values the results give into the files")
     ap.add_argument("--self-test", action="store_true", help="check that the checker fails wrong figures")
     args = ap.parse_args()
     if args.self_test:
@@ -313,7 +327,7 @@ def main():
         if not os.path.isfile(path):
             print("check_doc_numbers: no such file: %s" % path, file=sys.stderr)
             return 2
-    return run(docs, files, args.suggest)
+    return run(docs, files, args.suggest, fix=args.fix)
 
 
 if __name__ == "__main__":

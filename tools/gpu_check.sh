@@ -2,7 +2,8 @@
 # tools/gpu_check.sh OUT [COMMIT] — everything a GPU machine must prove, in one go:
 # build for sm_90, every test (CPU and GPU), compute-sanitizer memcheck, racecheck and synccheck on
 # small awkward shapes of every GPU stage, then the course tour, whose results files land in OUT/results.
-# The last lines printed are the summary. COMMIT names the source commit when .git is absent.
+# The last lines printed are the summary. COMMIT names the source commit: take it from `git rev-parse
+# --short=12 HEAD` where you commit, not on the device (its copy of the repository may have an older HEAD).
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUT [COMMIT]}
 commit=${2:-}
