@@ -3,12 +3,15 @@
 // beyond Q, K, V, O and LSE, where stage 03's grows as N².
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "04_cuda_flash_forward/flash_forward.cuh"
 #include "04_cuda_flash_forward/flash_forward_kernel.cuh"
 #include "fa/compare.hpp"
+#include "fa/cuda/shared_memory.cuh"
 #include "fa/random.hpp"
 #include "fa/stage.hpp"
 #include "fa/testing.hpp"
@@ -37,6 +40,15 @@ void check(const fa::Problem& p, const fa::AttentionData& in, fa::Tolerance tol)
 #endif
 }
 
+// The head dims this GPU runs: all three on an Ampere or Hopper GPU; on a Turing T4 (64 KiB of
+// shared memory per block) D = 32 and 64, and D = 128 (112 KiB) is refused (the case below).
+std::vector<std::int64_t> dims_here() {
+  std::vector<std::int64_t> dims;
+  for (const std::int64_t d : {32, 64, 128})
+    if (fa::step04::device_refusal(problem(64, 64, d, false), "04").empty()) dims.push_back(d);
+  return dims;
+}
+
 struct Shape {
   std::int64_t nq, nk;
 };
@@ -48,7 +60,7 @@ const Shape kShapes[] = {{1, 1},   {1, 77},   {77, 1},   {77, 77},  {129, 129}, 
 
 TEST_CASE("stage 04 matches float64 (and stage 03) at awkward shapes, every D, causal and not") {
   std::uint64_t seed = 4000;
-  for (const std::int64_t d : {32, 64, 128})
+  for (const std::int64_t d : dims_here())
     for (const Shape& s : kShapes)
       for (const bool causal : {false, true}) {
         const fa::Problem p = problem(s.nq, s.nk, d, causal, 2, 2);
@@ -58,7 +70,7 @@ TEST_CASE("stage 04 matches float64 (and stage 03) at awkward shapes, every D, c
 
 TEST_CASE("longer tails: N = 1000 and 1000 x 333, several K/V tiles per block") {
   std::uint64_t seed = 4100;
-  for (const std::int64_t d : {32, 64, 128})
+  for (const std::int64_t d : dims_here())
     for (const bool causal : {false, true}) {
       const fa::Problem p = problem(1000, 1000, d, causal, 1, 2);
       check(p, fa::make_inputs(p, ++seed), fa::kFloat32Tol);
@@ -80,7 +92,7 @@ TEST_CASE("large logits (scores 50..200): the running max keeps every exponent <
   // error of the weights near 1e-4. A missing rescale is wrong by a factor, not by 1e-4.
   const fa::Tolerance tol{2e-4, 2e-4};
   std::uint64_t seed = 4200;
-  for (const std::int64_t d : {32, 64, 128})
+  for (const std::int64_t d : dims_here())
     for (const Shape& s : {Shape{77, 77}, Shape{129, 300}, Shape{300, 129}, Shape{1, 200}})
       for (const bool causal : {false, true}) {
         const fa::Problem p = problem(s.nq, s.nk, d, causal, 1, 2);
@@ -101,12 +113,23 @@ TEST_CASE("the max arriving in the last tile: earlier tiles must be rescaled, no
 }
 
 TEST_CASE("rows that see no key (causal, Nq > Nk) give O = 0 and LSE = -inf, never NaN") {
-  for (const std::int64_t d : {32, 64, 128}) {
+  for (const std::int64_t d : dims_here()) {
     const fa::Problem p = problem(2 * kBr + 5, 30, d, true, 1, 2);  // rows 0 .. Nq-Nk-1 see nothing
     const fa::AttentionData in = fa::make_inputs(p, 14);
     const auto r = fa::run_once(p, in, fa::step04::attention_forward);
     fa::testing::check_empty_rows(p, r.out);
     fa::testing::check_against_f64(p, in, r.out, fa::kFloat32Tol, "stage 04");
+  }
+}
+
+TEST_CASE("a head dim whose tiles do not fit this GPU's shared memory is a UsageError, not a failed launch") {
+  const std::vector<std::int64_t> here = dims_here();
+  // 227 KiB per block (Hopper): every D fits. Below it, each D left out must be refused.
+  if (fa::shared_memory_per_block_optin() >= 227 * 1024) CHECK(here.size() == 3);
+  for (const std::int64_t d : {32, 64, 128}) {
+    if (std::find(here.begin(), here.end(), d) != here.end()) continue;
+    const fa::Problem p = problem(8, 8, d, false, 1, 1);
+    CHECK_THROWS_AS(fa::run_once(p, fa::make_inputs(p, 15), fa::step04::attention_forward), fa::UsageError);
   }
 }
 
@@ -120,7 +143,7 @@ TEST_CASE("an unsupported head dim is a UsageError (exit 2 in the executable), n
 
 TEST_CASE("the same inputs give the same bits twice (no race between the tile loads and the reads)") {
   for (const bool causal : {false, true}) {
-    const fa::Problem p = problem(517, 700, 128, causal, 2, 3);
+    const fa::Problem p = problem(517, 700, dims_here().back(), causal, 2, 3);  // D = 128 where it runs
     const fa::AttentionData in = fa::make_inputs(p, 16);
     const auto a = fa::run_once(p, in, fa::step04::attention_forward);
     const auto b = fa::run_once(p, in, fa::step04::attention_forward);
