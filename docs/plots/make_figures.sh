@@ -53,6 +53,8 @@ set_of h100_d128 H100 step03_issue_d128.json step04_d128.json step05_d128.json
 # Chapter 04: the ladder, every rung at the paper shape N = 4096 (the progression figure is the one
 # the chapter shows).
 set_of h100_ladder H100 step04_ladder_d64.json step04_ladder_d128.json
+# One N: against N its memory, time and TFLOP/s charts are single dots; only the progression is kept.
+rm -f "$scratch/h100_ladder_memory.png" "$scratch/h100_ladder_time.png" "$scratch/h100_ladder_tflops.png"
 # Chapter 06: the backward at the paper shapes, D = 64, with the deterministic dQ.
 set_of h100_bwd_d64 H100 step06_d64.json step06_d64_causal.json step06_d64_causal_deterministic.json
 # The tour on the H100 machine (stages 03-06; stage 03's CPU comparison row is left out: one
