@@ -11,6 +11,8 @@
 # name under their figures; a listed file that is missing stops it (exit 2, the tool's one line).
 # The figures are drawn in a scratch folder first; docs/figures is replaced only when every set was
 # drawn, so each PNG there comes from this script and a PNG it no longer makes is removed.
+# Chapter 07's layout figures (07_*.png) are drawn from the PTX ISA's rules, not from results, by
+# draw_tensor_core_layouts.py.
 # Deterministic: the same results files and matplotlib give the same PNG bytes.
 # The tool's notes (rows not drawn and why) are printed as they come.
 set -eu
@@ -61,6 +63,10 @@ set_of h100_bwd_d64 H100 step06_d64.json step06_d64_causal.json step06_d64_causa
 # figure, one device).
 set_of tour_h100 H100 step03_tour-h100.json step04_tour-h100.json step05_tour-h100.json \
   step06_tour-h100.json
+
+# Chapter 07: the tensor-core layouts (fragments, C -> A, ldmatrix, swizzle), from the rules alone.
+echo "== 07 layouts"
+"$python" "$here/draw_tensor_core_layouts.py" --out "$scratch" >/dev/null
 
 mkdir -p "$dest"
 rm -f "$dest"/*.png
