@@ -175,7 +175,7 @@ def conflict_degree(byte_addresses, nbytes: int) -> int:
     1 is conflict-free, 8 means the access takes 8 times as long as it should."""
     words: dict[int, set[int]] = {}
     for a in byte_addresses:
-        for w in range(a // BANK_BYTES, (a + nbytes) // BANK_BYTES):
+        for w in range(a // BANK_BYTES, (a + nbytes - 1) // BANK_BYTES + 1):
             words.setdefault(w % BANKS, set()).add(w)
     return max(len(s) for s in words.values())
 

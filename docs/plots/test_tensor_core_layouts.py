@@ -213,11 +213,22 @@ class Swizzle(unittest.TestCase):
         addresses = [2 * L.plain_offset(64, *L.a_element(lane, 0, 0)) for lane in L.LANES]
         self.assertEqual(L.conflict_degree(addresses, 4), 8)
 
+    def test_16_bit_gathers_of_v_from_a_plain_tile(self):
+        # The plain rung's B register of V pairs V[2t][8n+g] and V[2t+1][8n+g] (two rows, one column):
+        # two 16-bit loads. Each reads 4 rows (2t) × 8 columns: with 128- or 256-byte rows, 4 words
+        # in each of the same 4 banks: 4-way.
+        for d in (64, 128):
+            for half in range(2):
+                addresses = [2 * L.plain_offset(d, *L.b_element(lane, 0, half)) for lane in L.LANES]
+                self.assertEqual(L.conflict_degree(addresses, 2), 4)
+
     def test_conflict_degree_itself(self):
         self.assertEqual(L.conflict_degree([0, 4, 8, 124], 4), 1)  # 4 different banks
         self.assertEqual(L.conflict_degree([0, 128], 4), 2)        # bank 0 twice, two words
         self.assertEqual(L.conflict_degree([0, 0], 4), 1)          # the same word: a broadcast
         self.assertEqual(L.conflict_degree([0, 16, 32, 48, 64, 80, 96, 112], 16), 1)
+        self.assertEqual(L.conflict_degree([0, 2], 2), 1)                # two halves of one word
+        self.assertEqual(L.conflict_degree([2, 130], 2), 2)
 
 
 class Drawing(unittest.TestCase):
