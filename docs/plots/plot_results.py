@@ -11,8 +11,10 @@ and the path of each is printed on its own line:
     PREFIX_memory.png       measured memory against N (extra and peak bytes), log-log, with
                             dashed guides of slope N and N^2: the chart the course is about
     PREFIX_time.png         median time against N, log-log, with an N^2 guide
-    PREFIX_tflops.png       TFLOP/s against N, one panel per (pass, dtype, D, causal), with the
-                            H100 anchors (anchors.json) as horizontal reference lines
+    PREFIX_tflops.png       TFLOP/s against N, one panel per (pass, dtype, D, causal), with
+                            PyTorch's SDPA backends measured in the results given (rows of stage
+                            "anchor", tools/compare_pytorch.py) as dashed lines across N, and the
+                            H100 anchors of anchors.json as horizontal lines where no such rows are
     PREFIX_progression.png  stage by stage at one common shape: time (with the gain over the bar
                             before), TFLOP/s, extra memory; a stage's ladder of variants named
                             v1_..., v2_, ... is shown rung by rung, then the stage's own variant
@@ -29,6 +31,16 @@ the shape is decided per results file and per variant from all of its rows, what
 fixed (the FlashAttention papers' benchmarks, stage 06's --paper-shapes, step03_issue_*.json) is
 a fixed-token sweep, "B·N = 16k tokens", said on the N axis (or in the legend when lines differ);
 anything else is a line per B·H. Two different shapes never share a line.
+
+Rows of stage "anchor" (PyTorch's backends: variants sdpa_flash, sdpa_cudnn, sdpa_efficient,
+sdpa_math) are references, not a course stage: they are drawn only in the TFLOP/s figure, each
+backend a dashed grey line with markers across N ("PyTorch FA2 (sdpa_flash)") in the panel of its
+pass, dtype, D and causal flag (on the course stages' panels; a device with anchor rows only gets
+the anchors' own panels), with their shape in the label when it is not the stages'; and in the
+stage-by-stage figure as horizontal lines at exactly its shape. They never make a bar, a ladder
+rung or a line of the memory and time figures. Where a panel has such rows, anchors.json's
+attention lines are left out of it (its matmul ceilings stay); anchor rows that no panel shows are
+reported in a note.
 
 Only ok rows are data. An oom row is a marker, an x on the top edge labelled OOM, because where a
 stage runs out of memory is part of the lesson; skipped and failed rows are not drawn. A measured
@@ -64,6 +76,12 @@ STATUSES = ("ok", "oom", "skipped", "failed")
 PROG = "plot_results.py"
 MAX_PANEL_LEGEND = 7  # more lines than this in a panel: one legend for the figure, at its right
 LADDER = re.compile(r"^v(\d+)_")  # a rung of a stage's ladder of variants: v1_algorithm1, v2_...
+ANCHOR_STAGE = "anchor"  # PyTorch's backends, measured by tools/compare_pytorch.py: not a course stage
+# How each anchor variant is named and drawn (grey, dashed, its own marker); others: "PyTorch".
+ANCHOR_NAMES = {"sdpa_flash": "PyTorch FA2", "sdpa_cudnn": "cuDNN", "sdpa_efficient": "PyTorch mem-efficient",
+                "sdpa_math": "PyTorch math"}
+ANCHOR_STYLE = {"sdpa_flash": ("0.0", "s"), "sdpa_cudnn": ("0.3", "D"), "sdpa_efficient": ("0.5", "^"),
+                "sdpa_math": ("0.65", "v")}
 
 # Every row must carry these; the C++ writer (common/src/results.cpp) always does.
 REQUIRED = {
@@ -377,6 +395,15 @@ def device_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", short_device(name).lower()).strip("-") or "device"
 
 
+def is_anchor(r: dict) -> bool:
+    return r["stage"] == ANCHOR_STAGE
+
+
+def anchor_name(variant: str) -> str:
+    """'PyTorch FA2 (sdpa_flash)'."""
+    return f"{ANCHOR_NAMES.get(variant, 'PyTorch')} ({variant})"
+
+
 def ladder_rung(variant: str) -> int | None:
     m = LADDER.match(variant)
     return int(m.group(1)) if m else None
@@ -399,11 +426,15 @@ class Plotter:
 
         self.plt, self.ticker, self.transforms = plt, ticker, transforms
         self.device, self.anchors, self.out, self.prefix, self.at_seq = device, anchors, out, prefix, at_seq
-        self.rows = rows
+        # The course's stages are the data; PyTorch's anchor rows only references (the TFLOP/s
+        # panels and the stage-by-stage TFLOP/s bars).
+        self.rows = [r for r in rows if not is_anchor(r)]
+        self.anchor_rows = [r for r in rows if is_anchor(r) and r["status"] == "ok"]
+        self.anchor_drawn: set = set()  # id() of the anchor rows some figure shows
         used = {r["_file"] for r in rows}
         # The files this device's figures are drawn from (all of them when nothing is drawn).
         self.docs = [d for d in docs if d["_path"] in used] or docs
-        self.groups = groups_of(rows)
+        self.groups = groups_of(self.rows)
         self.labels = labels_for(list(self.groups))
         palette = plt.get_cmap("tab10" if len(self.groups) <= 10 else "tab20").colors
         markers = "osD^vP*Xh<>"
@@ -602,6 +633,11 @@ class Plotter:
         for key, rows in self.groups.items():
             pk = (key[3], key[4], key[5], key[6])  # pass, dtype, D, causal
             panels.setdefault(pk, OrderedDict())[key] = rows
+        anchor_panels: "OrderedDict[tuple, OrderedDict]" = OrderedDict()
+        for key, rows in groups_of(self.anchor_rows).items():
+            anchor_panels.setdefault((key[3], key[4], key[5], key[6]), OrderedDict())[key] = rows
+        if not panels:  # only anchors on this device: their own panels
+            panels = OrderedDict((pk, OrderedDict()) for pk in anchor_panels)
         panels = OrderedDict(sorted(panels.items(), key=lambda kv: (kv[0][0] != "fwd", kv[0])))
         n = max(1, len(panels))
         cols = min(n, 2)
@@ -611,30 +647,84 @@ class Plotter:
             ax.axis("off")
         if not panels:
             self.no_data(axes[0][0], "measured rows")
-        many = any(len(g) > MAX_PANEL_LEGEND for g in panels.values())
+        many = any(len(g) + len(anchor_panels.get(pk, ())) > MAX_PANEL_LEGEND for pk, g in panels.items())
+        any_rows = False
         for ax, ((pss, dtype, dim, causal), groups) in zip(axes.flat, panels.items()):
-            self.series_plot(ax, "tflops", f"{pss}, {dtype}, D={dim}, {'causal' if causal else 'not causal'}",
-                             "TFLOP/s (log)", groups=groups, legend=not many)
-            self.draw_anchors(ax, pss, dtype, dim, causal)
+            title = f"{pss}, {dtype}, D={dim}, {'causal' if causal else 'not causal'}"
+            anchor_groups = anchor_panels.get((pss, dtype, dim, causal), OrderedDict())
+            if groups:
+                self.series_plot(ax, "tflops", title, "TFLOP/s (log)", groups=groups, legend=not many)
+            else:
+                ax.set_title(title, fontsize=10, pad=16)
+                ax.set_ylabel("TFLOP/s (log)")
+                ax.set_yscale("log")
+                self.n_axis(ax, [r["seq_k"] for rs in anchor_groups.values() for r in rs], list(anchor_groups))
+            drew = self.draw_anchor_rows(ax, anchor_groups, [k[7] for k in groups])
+            any_rows = any_rows or drew
+            self.draw_anchors(ax, pss, dtype, dim, causal, attention=not drew)
             if not many:
                 ax.legend(fontsize=7, loc="lower right", framealpha=0.85)
         if many:
             self.figure_legend(fig, list(axes.flat[:len(panels)]))
-        fig.suptitle(f"TFLOP/s against N, with the H100 anchors — {self.header()}", fontsize=11)
+        what = "PyTorch's SDPA backends (dashed)" if any_rows else "the H100 anchors"
+        fig.suptitle(f"TFLOP/s against N, with {what} — {self.header()}", fontsize=11)
         self.save(fig, "tflops", self.footer(fig))
 
+    def draw_anchor_rows(self, ax, anchor_groups: "OrderedDict[tuple, list]", stage_shapes: list) -> bool:
+        """PyTorch's backends as measured in the results (rows of stage "anchor"): a dashed line
+        with markers across N per backend and shape, named "PyTorch FA2 (sdpa_flash)"; the shape
+        joins the name when it is not the one shape of the panel's course-stage lines. The axes
+        grow to hold them. Returns whether anything was drawn."""
+        if not anchor_groups:
+            return False
+        shapes = {k[7] for k in anchor_groups}
+        own = set(stage_shapes)
+        say_shape = len(shapes) > 1 or (bool(own) and own != shapes)
+        xs, ys = [], []
+        for key, rows in anchor_groups.items():
+            pts = [(r["seq_k"], r["tflops"]) for r in rows if _positive(r.get("tflops"))]
+            if not pts:
+                continue
+            variant = key[2]
+            color, marker = ANCHOR_STYLE.get(variant, ("0.45", "o"))
+            label = anchor_name(variant)
+            if say_shape:
+                label += f" [{key[7][3].replace(' = ', '=')}]"
+            if key[8]:
+                label += f" Nq={key[8]}"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ls="--", lw=1.3, marker=marker, ms=4.5,
+                    color=color, mfc="white", zorder=2.8, gid="anchor-row", label=label)
+            xs += [p[0] for p in pts]
+            ys += [p[1] for p in pts]
+            self.anchor_drawn.update(id(r) for r in rows)
+        if not ys:
+            return False
+        lo, hi = ax.get_ylim()
+        if not stage_shapes:  # nothing else on the panel: the anchors set the scale
+            lo, hi = min(ys) / 3, max(ys) * 3
+        ax.set_ylim(min(lo, min(ys) / 1.5), max(hi, max(ys) * 2.0))
+        x0, x1 = ax.get_xlim()
+        ax.set_xlim(min(x0, min(xs) / 1.4), max(x1, max(xs) * 1.4))
+        return True
+
+    def anchor_rows_at(self, shape: tuple, dtype: str) -> list[dict]:
+        """The anchor rows measured at exactly this (pass, D, causal, B, H, Nq, Nk) and dtype."""
+        return [r for r in self.anchor_rows if r["_dtype"] == dtype and _positive(r.get("tflops")) and
+                (r["pass"], r["dim"], r["causal"], r["batch"], r["heads"], r["seq_q"], r["seq_k"]) == shape]
+
     def draw_anchors(self, ax, pss: str, dtype: str, dim: int, causal: bool,
-                     legend: bool = False) -> None:
+                     legend: bool = False, attention: bool = True, extra: list | None = None) -> None:
         """The anchors as horizontal lines, labelled at the line (legend=False) or in a legend of
-        their own (legend=True: bar charts, where a label at the line would sit on a bar)."""
-        if not self.anchors:
-            return
-        lines = []  # (value, label, style)
-        for c in self.anchors.get("ceilings", []):
+        their own (legend=True: bar charts, where a label at the line would sit on a bar):
+        anchors.json's ceilings, its attention rows unless attention=False (the results hold
+        measured ones), and `extra` lines (value, label, style, color)."""
+        lines = list(extra or [])  # (value, label, style)
+        anchors = self.anchors or {}
+        for c in anchors.get("ceilings", []):
             if canonical_dtype(str(c.get("dtype", ""))) == dtype and _positive(c.get("tflops")):
-                lines.append((float(c["tflops"]), f"H100 {c.get('name', 'matmul')}: {c['tflops']:g}", "-."))
+                lines.append((float(c["tflops"]), f"H100 {c.get('name', 'matmul')}: {c['tflops']:g}", "-.", "0.25"))
         best: "OrderedDict[str, tuple]" = OrderedDict()
-        for a in self.anchors.get("attention", []):
+        for a in (anchors.get("attention", []) if attention else []):
             if (canonical_dtype(str(a.get("dtype", ""))) == dtype and a.get("dim") == dim
                     and bool(a.get("causal")) == causal and _positive(a.get(pss))):
                 k = a.get("kernel", "?")
@@ -643,21 +733,21 @@ class Plotter:
         for k, (v, seqs) in best.items():
             seqs = sorted(s for s in seqs if isinstance(s, int))
             span = f"best of N={fmt_n(seqs[0])}–{fmt_n(seqs[-1])}" if seqs else ""
-            lines.append((v, f"H100 SDPA {k} {dtype}: {v:g} ({span})", ":"))
+            lines.append((v, f"H100 SDPA {k} {dtype}: {v:g} ({span})", ":", "0.25"))
         if not lines:
             return
         lo, hi = ax.get_ylim()
-        hi = max(hi, max(v for v, _, _ in lines) * 2.0)
+        hi = max(hi, max(line[0] for line in lines) * 2.0)
         trans = self.transforms.blended_transform_factory(ax.transAxes, ax.transData)
         if legend:
-            for v, label, ls in sorted(lines, reverse=True):
-                ax.axhline(v, color="0.25", ls=ls, lw=1.1, zorder=2, gid="anchor", label=label)
+            for v, label, ls, color in sorted(lines, reverse=True):
+                ax.axhline(v, color=color, ls=ls, lw=1.1, zorder=2, gid="anchor", label=label)
             ax.set_ylim(lo, hi)
             ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
             return
         right, last = True, None
-        for v, label, ls in sorted(lines):
-            ax.axhline(v, color="0.25", ls=ls, lw=1.1, zorder=2, gid="anchor")
+        for v, label, ls, color in sorted(lines):
+            ax.axhline(v, color=color, ls=ls, lw=1.1, zorder=2, gid="anchor")
             # Two anchors within 25% of each other: put the second label on the other side.
             right = not right if last is not None and v / last < 1.25 else True
             ax.text(0.99 if right else 0.01, v * 1.04, label, transform=trans,
@@ -745,7 +835,12 @@ class Plotter:
             if field == "tflops":
                 dts = {r["_dtype"] for r in best if r["status"] == "ok"}
                 if len(dts) == 1:
-                    self.draw_anchors(ax, pss, dts.pop(), dim, causal, legend=True)
+                    dt = dts.pop()
+                    at = self.anchor_rows_at(shape, dt)  # PyTorch measured at this very shape
+                    self.anchor_drawn.update(id(r) for r in at)
+                    extra = [(float(r["tflops"]), f"{anchor_name(r['_variant'])} {dt}: {fmt_tf(r['tflops'])}", "--",
+                              ANCHOR_STYLE.get(r["_variant"], ("0.45", "o"))[0]) for r in at]
+                    self.draw_anchors(ax, pss, dt, dim, causal, legend=True, attention=not at, extra=extra)
             if field == "extra_bytes":
                 self.bytes_axis(ax)
             if not pos:  # nothing above 0 (all 0 B, or no ok row): the words say it, no scale
@@ -789,6 +884,25 @@ class Plotter:
         self.tflops()
         self.progression()
         return self.written
+
+
+def anchor_notes(selection: Selection, drawn: set) -> list[str]:
+    """One line per file with ok anchor rows that no figure shows (no course-stage panel of their
+    pass, dtype, D and causal flag): which ones."""
+    out = []
+    for d in selection.docs:
+        left: "OrderedDict[str, int]" = OrderedDict()
+        for r in d["results"]:
+            if is_anchor(r) and r["status"] == "ok" and selection.fate[id(r)][0] == "drawn" and id(r) not in drawn:
+                k = f"{r['pass']} {r['_dtype']} D={r['dim']}{' causal' if r['causal'] else ''}"
+                left[k] = left.get(k, 0) + 1
+        if left:
+            cases = [f"{k} ({n})" for k, n in left.items()]
+            if len(cases) > 4:
+                cases = cases[:3] + [f"and {len(cases) - 3} more"]
+            out.append(f"{d['_path'].name}: {sum(left.values())} anchor rows not drawn, no course stage was "
+                       "measured at their pass, dtype, D and causal flag: " + ", ".join(cases))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -896,10 +1010,13 @@ def main(argv: list[str] | None = None) -> int:
             raise BadInput("matplotlib is not installed for this Python "
                            f"({sys.executable}); install python3-matplotlib") from None
         selection = Selection(docs, args.device)
+        anchors_drawn: set = set()
         for device, rows in selection.sets.items():
             name = prefix if len(selection.sets) == 1 else f"{prefix}_{device_slug(device)}"
-            Plotter(rows, device, docs, anchors, out, name, args.seq).all()
-        for note in selection.notes():
+            plotter = Plotter(rows, device, docs, anchors, out, name, args.seq)
+            plotter.all()
+            anchors_drawn |= plotter.anchor_drawn
+        for note in selection.notes() + anchor_notes(selection, anchors_drawn):
             print(f"{PROG}: note: {note}", file=sys.stderr)
     except BadInput as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)

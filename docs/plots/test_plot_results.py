@@ -130,6 +130,33 @@ def paper_shapes_file(stage, variants, dim=64, heads=32, causal=False, device="N
     return results_file(stage, rows, device=device, command=f"step{stage} --paper-shapes --json x.json")
 
 
+def compare_file(stage_variants, anchor_variants, *, dim=64, heads=32, causal=False, dtype="bfloat16",
+                 seqs=(1024, 4096, 16384), anchor_seqs=None, pss="fwd", device="NVIDIA H100 80GB HBM3"):
+    """A file as tools/compare_pytorch.py --stage-exe writes it: file stage "anchor", PyTorch's
+    backends as rows of stage "anchor" (variants sdpa_*), the stage's rows merged in unchanged,
+    at the FlashAttention-paper shapes (B·N = 16k tokens). Speeds in FLOP/s."""
+    rows = []
+    for n in seqs:
+        for (st, v), speed in stage_variants.items():
+            r = row(st, v, n, batch=16384 // n, heads=heads, dim=dim, causal=causal, dtype=dtype, pss=pss,
+                    extra=4 * heads * 16384, ms=4.0 * (16384 // n) * heads * n * n * dim / speed * 1e3, device=device)
+            r["vs_pytorch"] = {"backend": "sdpa_flash", "max_abs": 1e-3, "ok": True}
+            rows.append(r)
+    for n in (anchor_seqs or seqs):
+        for v, speed in anchor_variants.items():
+            rows.append(row("anchor", v, n, batch=16384 // n, heads=heads, dim=dim, causal=causal, dtype=dtype,
+                            pss=pss, extra=2 << 20, ms=4.0 * (16384 // n) * heads * n * n * dim / speed * 1e3,
+                            device=device))
+    doc = results_file("anchor", rows, device=device, command="tools/compare_pytorch.py --json c.json", schema=2)
+    return doc
+
+
+def anchor_lines(ax):
+    """{label: [(x, y), ...]} of the anchor-row lines of a panel (gid anchor-row)."""
+    return {line.get_label(): list(zip(map(float, line.get_xdata()), map(float, line.get_ydata())))
+            for line in ax.get_lines() if line.get_gid() == "anchor-row"}
+
+
 def load_tool():
     spec = importlib.util.spec_from_file_location("plot_results_under_test", TOOL)
     mod = importlib.util.module_from_spec(spec)
@@ -482,6 +509,109 @@ class PlotResultsTest(unittest.TestCase):
         self.assertIn("×2.5 vs v1_algorithm1", texts[2])  # 15 against 6 TFLOP/s at the same work
         tf_ax = panel(fig, "TFLOP/s")
         self.assertEqual([t.get_text() for t in tf_ax.get_xticklabels()], ticks)
+
+    @needs_mpl
+    def test_anchor_rows_are_references(self):
+        # A comparison file (stage 07's rows beside PyTorch's backends), and an anchors-only file
+        # with fp16 rows that no stage matches. The anchors are dashed lines across N in the
+        # TFLOP/s panel of their pass, dtype, D and causal; never a stage line, bar or rung.
+        stage = {("07", "v1_mma"): 1.0e14, ("07", "flash"): 3.2e14, ("05", "skip"): 4e13}
+        backends = {"sdpa_flash": 3.0e14, "sdpa_cudnn": 4.0e14, "sdpa_math": 1.0e14}
+        comp = compare_file(stage, backends)
+        fp16 = compare_file({}, {"sdpa_flash": 2.9e14}, dtype="float16")
+        a, b = self.write("compare_07.json", comp), self.write("anchors_fp16.json", fp16)
+        rc, out, err, figs = run_in_process(a, b, "--out", self.dir / "o", "--prefix", "c")
+        self.assertEqual(rc, 0, err)
+        tf = figs["c_tflops.png"]
+        ax = panel(tf, "fwd, bf16, D=64, not causal")
+        lines = anchor_lines(ax)
+        self.assertEqual(sorted(lines), ["PyTorch FA2 (sdpa_flash)", "PyTorch math (sdpa_math)", "cuDNN (sdpa_cudnn)"])
+        for label, speed in (("PyTorch FA2 (sdpa_flash)", 3.0e14), ("cuDNN (sdpa_cudnn)", 4.0e14)):
+            self.assertEqual([x for x, _ in lines[label]], [1024, 4096, 16384])  # across N, not one value
+            for _, y in lines[label]:
+                self.assertAlmostEqual(y, speed / 1e12)
+        for line in ax.get_lines():
+            if line.get_gid() == "anchor-row":
+                self.assertEqual(line.get_linestyle(), "--")
+                self.assertNotEqual(line.get_marker(), "None")
+        # The stage lines are as before; the legend names both; anchors.json's attention lines
+        # give way to the measured ones (its bf16 matmul ceiling stays).
+        self.assertEqual(sorted(series(ax)), sorted(["05 skip", "07 flash", "07 v1_mma"] + list(lines)))
+        self.assertIn("PyTorch FA2 (sdpa_flash)", legend_texts(tf))
+        texts = [t.get_text() for t in ax.texts]
+        self.assertFalse(any("H100 SDPA" in t for t in texts), texts)
+        self.assertTrue(any("bf16 matmul" in t for t in texts), texts)
+        lo, hi = ax.get_ylim()
+        self.assertLess(lo, 40)
+        self.assertGreater(hi, 400)  # the fastest anchor is on the panel
+        self.assertEqual(len(tf.axes), 1)  # no panel for the fp16 anchors alone
+        self.assertIn("PyTorch's SDPA backends", tf._suptitle.get_text())
+        # Memory and time: the stages only.
+        for name, title in (("c_memory.png", "extra memory"), ("c_time.png", "median time")):
+            fig = figs[name]
+            self.assertEqual(sorted(series(panel(fig, title))), ["05 skip", "07 flash", "07 v1_mma"], name)
+            self.assertFalse(any("anchor" in t or "sdpa" in t for t in legend_texts(fig)), name)
+        # The progression: stage 05, then 07's ladder and its flash; no "anchor" bar. PyTorch's
+        # rows at that very shape are its TFLOP/s panel's horizontal lines.
+        prog = figs["c_progression.png"]
+        ticks = [t.get_text() for t in panel(prog, "median time").get_xticklabels()]
+        self.assertEqual(ticks, ["05\nskip\nbfloat16", "07\nv1_mma\nbfloat16", "07\nflash\nbfloat16"])
+        self.assertIn("N=16k", prog._suptitle.get_text())
+        tf_ax = panel(prog, "TFLOP/s")
+        labels = [t.get_text() for t in tf_ax.get_legend().get_texts()]
+        self.assertIn("PyTorch FA2 (sdpa_flash) bf16: 300", labels)
+        self.assertIn("cuDNN (sdpa_cudnn) bf16: 400", labels)
+        self.assertFalse(any("H100 SDPA" in t for t in labels), labels)
+        # The anchors no figure shows are accounted for.
+        self.assertIn("anchors_fp16.json: 3 anchor rows not drawn", err)
+        self.assertNotIn("compare_07.json: ", err)
+
+    @needs_mpl
+    def test_anchor_rows_of_another_shape_say_it(self):
+        # Stage rows at B·H = 8, anchors at the paper shapes: the anchor label says its shape; a
+        # panel without anchor rows keeps anchors.json's lines.
+        gpu = "NVIDIA H100 80GB HBM3"
+        st = [row("07", "flash", n, heads=8, dtype="bfloat16", extra=0, ms=4.0 * 8 * n * n * 64 / 2.5e14 * 1e3, device=gpu)
+              for n in (1024, 2048, 4096)]
+        st += [row("07", "flash", n, heads=8, dim=128, dtype="bfloat16", extra=0,
+                   ms=4.0 * 8 * n * n * 128 / 2.5e14 * 1e3, device=gpu) for n in (1024, 2048, 4096)]
+        a = self.write("s07.json", results_file("07", st, device=gpu, schema=2))
+        b = self.write("anchors.json", compare_file({}, {"sdpa_flash": 3.0e14}, seqs=(512, 1024, 4096, 16384)))
+        rc, out, err, figs = run_in_process(a, b, "--out", self.dir / "o", "--prefix", "x")
+        self.assertEqual(rc, 0, err)
+        tf = figs["x_tflops.png"]
+        lines = anchor_lines(panel(tf, "D=64"))
+        self.assertEqual(list(lines), ["PyTorch FA2 (sdpa_flash) [B·N=16k tokens, H=32]"])
+        self.assertEqual([x for x, _ in next(iter(lines.values()))], [512, 1024, 4096, 16384])
+        lo, hi = panel(tf, "D=64").get_xlim()
+        self.assertLess(lo, 512)
+        self.assertGreater(hi, 16384)  # the x axis holds the anchors' N too
+        d128 = panel(tf, "D=128")
+        self.assertEqual(anchor_lines(d128), {})
+        self.assertTrue(any("H100 SDPA flash" in t.get_text() for t in d128.texts))
+
+    @needs_mpl
+    def test_anchor_rows_alone(self):
+        # The anchors file of tools/compare_pytorch.py alone: its own TFLOP/s panels, exit 0.
+        fwd = compare_file({}, {"sdpa_flash": 3.0e14, "sdpa_cudnn": 4.0e14})
+        bwd = compare_file({}, {"sdpa_flash": 1.5e14}, pss="bwd")
+        fwd["results"] += bwd["results"]
+        path = self.write("anchors_sdpa.json", fwd)
+        rc, out, err, figs = run_in_process(path, "--out", self.dir / "o")
+        self.assertEqual(rc, 0, err)
+        tf = figs["anchors_sdpa_tflops.png"]
+        titles = sorted(ax.get_title() for ax in tf.axes if ax.axison)
+        self.assertEqual(titles, ["bwd, bf16, D=64, not causal", "fwd, bf16, D=64, not causal"])
+        self.assertEqual(sorted(anchor_lines(panel(tf, "fwd,"))), ["PyTorch FA2 (sdpa_flash)", "cuDNN (sdpa_cudnn)"])
+        self.assertIn("B·N = 16k tokens", panel(tf, "fwd,").get_xlabel())
+        self.assertEqual(series(panel(figs["anchors_sdpa_memory.png"], "extra memory")), {})
+        self.assertEqual([p for ax in figs["anchors_sdpa_progression.png"].axes for p in ax.patches], [])  # no bars
+        self.assertNotIn("anchor rows not drawn", err)
+
+    def test_anchor_rows_listed(self):
+        proc = run_tool(self.write("a.json", compare_file({}, {"sdpa_flash": 3e14})), "--list")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("| anchor | NVIDIA H100", proc.stdout)
 
     @needs_mpl
     def test_make_figures_script(self):
