@@ -87,6 +87,7 @@ StageCli::StageCli(CliSpec spec) : spec_(std::move(spec)), app_(std::make_unique
               "head dimension D (default " + std::to_string(p.dim) + (dims.empty() ? "" : "; supported: " + dims) + ")");
   a.add_flag("--causal", p.causal, "query i sees key j iff j <= i + (Nk - Nq)")->group("problem");
   a.add_option("--scale", p.scale, "softmax scale (default 1/sqrt(D))")->group("problem");
+  dtype_ = to_string(spec_.defaults.dtype);  // the stage's default (stage 07: bfloat16)
   a.add_option("--dtype", dtype_, "element type: " + dtypes)->capture_default_str()->group("problem");
   a.add_option("--seed", options_.seed, "seed of the random inputs")->capture_default_str()->group("problem");
   a.add_option("--inputs", inputs_, "normal | large-logits | ramp")->capture_default_str()->group("problem");

@@ -1,0 +1,38 @@
+// ldmatrix.cuh — ldmatrix: a warp loads four 8 × 8 tiles of 16-bit values from shared memory
+// straight into mma fragments (sm_75+). Taught in stage 07 (steps/07_tensor_cores/).
+//
+// Each of the 32 threads gives the shared-memory address of one 16-byte row: threads 0–7 the rows
+// of tile 0, 8–15 of tile 1, 16–23 of tile 2, 24–31 of tile 3. Each thread receives, from each
+// tile i, register r[i] = tile_i[lane / 4][2·(lane % 4), +1]: the fragment layout of mma.sync
+// (mma.cuh). One instruction replaces eight 32-bit shared loads per thread, and the 16-byte rows
+// are read whole: with a layout whose 8 rows fall in 8 different bank groups (the swizzle of
+// stage 07), the load is conflict-free.
+//
+// .trans delivers each tile transposed: r[i] = tile_i[2·(lane % 4), +1][lane / 4], two elements
+// from two rows. That is the B fragment of a matrix stored with k along the rows (V in O += P·V),
+// which 32-bit loads could only assemble from two 16-bit loads.
+//
+// Inline PTX: CCCL's cuda::ptx does not wrap ldmatrix (CUDA 13.0).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fa::ptx {
+
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_address) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row_address) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+}  // namespace fa::ptx

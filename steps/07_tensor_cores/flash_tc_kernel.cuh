@@ -1,0 +1,174 @@
+// Stage 07's kernel — the FlashAttention-2 forward on tensor cores: fp16 or bf16 Q, K, V, float32
+// accumulators, mma.sync.m16n8k16 for both products. The top rung of the ladder (ladder/): every
+// idea of v1 .. v4, and what the measurements chose after them (docs/07_tensor_cores.md).
+//
+// What changed from stage 05 (steps/05_cuda_causal/flash_causal_kernel.cuh): the loop is the same
+// (Q tile resident, K/V tiles streamed, online softmax, O / l once at the end, the causal bounds
+// and the heaviest Q tiles first); the arithmetic moved from CUDA cores (float32 FMAs, 8 × 4
+// scores per thread) to tensor cores (one warp instruction per 16 × 8 × 16 product), so the data
+// moves with it: ldmatrix feeds the fragments from a swizzled tile, P stays in the accumulator
+// registers and becomes the A operand of P·V.
+//
+//   block: Br = 16·kMT·kWarps query rows; warp w owns rows [16·kMT·w, 16·kMT·(w+1)) of them
+//          (FlashAttention-2's split: no warp needs another's rows, O is never reduced in shared memory)
+//   per K/V tile j of Bc keys:
+//     S  = Q·K_jᵀ      A: Q fragments (ldmatrix from the Q tile), B: K_j (ldmatrix, K's rows are
+//                      Bᵀ's columns), kMT × Bc/8 accumulators of 16 × 8 per warp
+//     mask             only on the tiles that need it (past Nk, or the causal diagonal)
+//     P  = online softmax of S in place (fragment_softmax.cuh), O rows rescaled by alpha
+//     O += P·V_j       A: P packed to 16 bits in registers, B: V_j (ldmatrix.trans)
+//   K_{j+1} is copied (cp.async) while S_j, the softmax and P·V_j run, V_{j+1} while P·V_j and
+//   S_{j+1} run: two buffers each.
+//
+// kMT = 2 (32 rows per warp) makes every K and V fragment loaded from shared memory feed two
+// mma's instead of one: half the shared-memory traffic per FLOP of kMT = 1 (v4), which is what
+// limits v4 (docs/07_tensor_cores.md, "The ladder, measured").
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "07_tensor_cores/fragment_softmax.cuh"
+#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/ptx/cp_async.cuh"
+#include "fa/cuda/ptx/ldmatrix.cuh"
+#include "fa/cuda/ptx/mma.cuh"
+
+namespace fa::step07 {
+
+// The tile shape of one instantiation: head dim D, kWarps warps of 16·kMT query rows each, Bc keys
+// per K/V tile, and at least kMinBlocks blocks per SM (the register budget: __launch_bounds__).
+// kQInRegisters: Q's A fragments loaded from shared memory once, before the loop, and kept in
+// registers (D/16 · kMT · 4 of them) instead of re-read for every K tile.
+// kSkipRescale: a warp whose rows' maxima did not move (alpha = 1 exactly for all of them, the usual
+// case once a row has seen its largest scores) skips the O rescale, kMT · D/2 multiplies per thread.
+template <int D_, int kWarps_, int kMT_, int kBc_, int kMinBlocks_, bool kQInRegisters_ = false,
+          bool kSkipRescale_ = true>
+struct FlashConfig {
+  static constexpr int D = D_, kWarps = kWarps_, kMT = kMT_, kBc = kBc_, kMinBlocks = kMinBlocks_;
+  static constexpr bool kQInRegisters = kQInRegisters_, kSkipRescale = kSkipRescale_;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBr = 16 * kMT * kWarps;
+  using QTile = SwizzledTile<kBr, D>;
+  using KVTile = SwizzledTile<kBc, D>;
+  // Q, then two K buffers, then two V buffers.
+  static constexpr int kSmemBytes = (QTile::kElements + 4 * KVTile::kElements) * 2;
+};
+
+template <class T, class C>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(const KernelArgs<T> a) {
+  constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, MT = C::kMT, NT = Bc / 8, DT = D / 8;
+  using QTile = typename C::QTile;
+  using KVTile = typename C::KVTile;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* q_tile = reinterpret_cast<T*>(smem);
+  T* k_tiles = q_tile + QTile::kElements;       // [2][KVTile]
+  T* v_tiles = k_tiles + 2 * KVTile::kElements;  // [2][KVTile]
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int tile = a.heavy_first ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const int i0 = tile * Br, warp_row0 = 16 * MT * warp;
+  const std::int64_t head = blockIdx.x;
+  const T* q = a.q + head * a.seq_q * D;
+  const T* k = a.k + head * a.seq_k * D;
+  const T* v = a.v + head * a.seq_k * D;
+  const KeyTiles kv = key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
+
+  float o[MT][DT][4] = {};
+  float m[MT][2], l[MT][2] = {};
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY;
+
+  if (kv.count > 0) {
+    load_tile<QTile, Br, D, C::kThreads, true>(q_tile, q, i0, a.seq_q);
+    load_tile<KVTile, Bc, D, C::kThreads, true>(k_tiles, k, 0, a.seq_k);
+    ptx::cp_async_commit();  // group: Q, K_0
+    load_tile<KVTile, Bc, D, C::kThreads, true>(v_tiles, v, 0, a.seq_k);
+    ptx::cp_async_commit();  // group: V_0
+  }
+
+  // Q's fragments, when kept in registers (they are loaded at the first tile, once Q has landed).
+  std::uint32_t q_frags[C::kQInRegisters ? D / 16 : 1][MT][4];
+
+  for (int j = 0; j < kv.count; ++j) {
+    const T* k_tile = k_tiles + (j & 1) * KVTile::kElements;
+    const T* v_tile = v_tiles + (j & 1) * KVTile::kElements;
+    ptx::cp_async_wait<1>();  // Q and K_j have landed (V_j may still be in flight) ...
+    __syncthreads();          // ... for every thread's copies
+    // K_{j+1} into the other buffer: its last reader, S_{j−1}, finished before the __syncthreads
+    // above. It lands behind S_j, the softmax and P·V_j. An empty group when there is none keeps
+    // the count of groups the waits rely on.
+    if (j + 1 < kv.count)
+      load_tile<KVTile, Bc, D, C::kThreads, true>(k_tiles + ((j + 1) & 1) * KVTile::kElements, k, (j + 1) * Bc, a.seq_k);
+    ptx::cp_async_commit();
+
+    // S = Q·K_jᵀ, D/16 steps of k = 16.
+    float s[MT][NT][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      std::uint32_t(&qa)[MT][4] = q_frags[C::kQInRegisters ? kk : 0];
+      if (!C::kQInRegisters || j == 0)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          ptx::ldmatrix_x4(qa[mt], q_tile + QTile::offset(warp_row0 + 16 * mt + lane % 16, 16 * kk + 8 * (lane / 16)));
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        // Keys 16·np .. +15, d 16·kk .. +15: the B fragments of two 8-key column tiles.
+        std::uint32_t kb[4];
+        ptx::ldmatrix_x4(kb, k_tile + KVTile::offset(16 * np + lane % 8 + 8 * (lane / 16), 16 * kk + 8 * (lane / 8 % 2)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          ptx::mma_m16n8k16<T>(s[mt][2 * np], qa[mt], {kb[0], kb[1]});
+          ptx::mma_m16n8k16<T>(s[mt][2 * np + 1], qa[mt], {kb[2], kb[3]});
+        }
+      }
+    }
+    if (j >= kv.mask_from) mask_scores(s, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
+
+    // P = online softmax of S, in place; O's rows rescaled by 2^((m_old − m_new)·τlog2e).
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float alpha[2];
+      online_softmax(s[mt], m[mt], l[mt], alpha, a.scale_log2);
+      // alpha = 2^0 = 1 exactly when a row's max stays: a warp-uniform test, no divergence.
+      if (!C::kSkipRescale || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) rescale(o[mt], alpha);
+    }
+
+    ptx::cp_async_wait<1>();  // V_j has landed (K_{j+1} may still be in flight)
+    __syncthreads();
+    // V_{j+1} into the other buffer: its last reader, P·V_{j−1}, finished before this tile's first
+    // __syncthreads. It lands behind P·V_j and S_{j+1}.
+    if (j + 1 < kv.count)
+      load_tile<KVTile, Bc, D, C::kThreads, true>(v_tiles + ((j + 1) & 1) * KVTile::kElements, v, (j + 1) * Bc, a.seq_k);
+    ptx::cp_async_commit();
+
+    // O += P·V_j, Bc/16 steps of k = 16 keys; P's A fragment is two S accumulators, packed.
+#pragma unroll
+    for (int ks = 0; ks < Bc / 16; ++ks) {
+      std::uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = ptx::pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+        pa[mt][1] = ptx::pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+        pa[mt][2] = ptx::pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+        pa[mt][3] = ptx::pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        // Keys 16·ks .. +15, d 16·dp .. +15, transposed: the B fragments of two 8-wide d tiles.
+        std::uint32_t vb[4];
+        ptx::ldmatrix_x4_trans(vb, v_tile + KVTile::offset(16 * ks + lane % 16, 16 * dp + 8 * (lane / 16)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          ptx::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], {vb[0], vb[1]});
+          ptx::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt], {vb[2], vb[3]});
+        }
+      }
+    }
+  }
+
+  write_output(a, o, m, l, a.o + head * a.seq_q * D, a.lse + head * a.seq_q, i0 + warp_row0);
+}
+
+}  // namespace fa::step07

@@ -1,0 +1,82 @@
+// step07_tensor_cores — runs stage 07 (fp16/bf16 on tensor cores) beside stage 05 (float32 on CUDA
+// cores, on the same inputs converted to float32), verifies it against float64 (all or sampled
+// rows, with the tolerance that 16-bit rounding allows: docs/tolerance.md) and stage 05 (every
+// row), and charts memory and time. With --ladder it also runs the rungs v1 .. v4 below the
+// stage's kernel (ladder/ladder.cuh), each verified like it.
+//
+//   build/steps/07_tensor_cores/step07_tensor_cores                                the default sweep, bf16
+//   build/steps/07_tensor_cores/step07_tensor_cores --dtype float16 --causal --seq-q 300 --seq-k 1000
+//   build/steps/07_tensor_cores/step07_tensor_cores --ladder --paper-shapes --dim 128 --sweep 1k,4k,16k
+#include <algorithm>
+#include <iostream>
+#include <string>
+
+#include "07_tensor_cores/ladder/ladder.cuh"
+#include "07_tensor_cores/stage05_float32.cuh"
+#include "07_tensor_cores/tensor_cores.cuh"
+#include "fa/cuda/stage_arch.cuh"
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/stage.hpp"
+
+int main(int argc, char** argv) {
+  fa::CliSpec spec;
+  spec.program = "step07_tensor_cores";
+  spec.summary = "FlashAttention-2's forward on tensor cores: fp16/bf16, mma.sync, P in registers (GPU)";
+  spec.defaults.batch = 1;
+  spec.defaults.heads = 16;
+  spec.defaults.dim = 64;
+  spec.defaults.dtype = fa::DType::bfloat16;
+  spec.default_sweep = {512, 1024, 2048, 4096};
+  spec.supports = fa::step07::kSupports;
+  for (const auto& rung : fa::step07::ladder::kLadder) spec.variants.emplace_back(rung.name);
+  spec.variants.emplace_back("flash-in-order");
+  spec.notes =
+      "kernel: mma.sync.m16n8k16 (fp16/bf16 in, float32 accumulators), Br = 128 (4 warps of 32 rows),\n"
+      "Bc = 64, K/V double-buffered by cp.async; D = 64, 128 fast, 32, 96, 256 correct.\n"
+      "memory beyond Q, K, V, O, LSE: none (measured).\n"
+      "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond, against the error of a\n"
+      "plain implementation that rounds P and O to the dtype (docs/tolerance.md); stage 05 in float32 on\n"
+      "every row (D = 32, 64, 128).\n"
+      "the ladder (--ladder; --variant NAME runs one rung): v1_mma, v2_ldmatrix, v3_cp_async,\n"
+      "v4_registers, flash (the stage's kernel); flash-in-order: causal tiles in their natural order.\n"
+      "--paper-shapes: B = 16384 / N and H = 2048 / D (the FlashAttention papers' sweep).";
+  fa::StageCli cli(spec);
+  bool ladder = false, paper_shapes = false;
+  cli.app().add_flag("--ladder", ladder, "also run the rungs below the stage's kernel (v1_mma .. v4_registers)");
+  cli.app().add_flag("--paper-shapes", paper_shapes, "B = 16384 / N and H = 2048 / D at each N")->group("stage 07");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  fa::RunOptions& opt = cli.options();
+  if (const auto exit_code = fa::refuse_on_this_device(spec.program, fa::step07::device_refusal(opt.problem)))
+    return *exit_code;
+  if (paper_shapes && (!opt.load_dir.empty() || 2048 % opt.problem.dim != 0)) {
+    std::cerr << spec.program << ": error: --paper-shapes "
+              << (opt.load_dir.empty() ? "needs D dividing 2048, not D = " + std::to_string(opt.problem.dim)
+                                       : "and --load cannot be combined")
+              << "\n";
+    return fa::kExitUsage;
+  }
+
+  fa::StageDefinition def;
+  def.id = "07";
+  const bool with_rungs = ladder || !opt.variant.empty();
+  for (const auto& rung : fa::step07::ladder::kLadder)
+    if (with_rungs || std::string(rung.name) == "flash")
+      def.variants.push_back(fa::gpu_variant("07", rung.name, /*ours=*/true, rung.forward));
+  if (opt.problem.causal || opt.variant == "flash-in-order")
+    def.variants.push_back(fa::gpu_variant("07", "flash-in-order", /*ours=*/true, fa::step07::attention_forward_in_order));
+  if (fa::step07::stage05_runs(opt.problem)) {
+    // The previous stage beside it (not at --ladder: the rungs are the comparison there).
+    if (!ladder) def.variants.push_back(fa::step07::stage05_in_float32());
+    def.verify.previous = fa::PreviousStage{"05 (float32)", fa::step07::stage05_reference()};
+  }
+  if (paper_shapes) {
+    def.shape_case = [](fa::Problem p) {
+      p.batch = std::max<std::int64_t>(1, 16384 / std::max(p.seq_q, p.seq_k));
+      p.heads = 2048 / p.dim;
+      return p;
+    };
+    def.shape_note = "B·N = 16384 tokens, H·D = 2048";
+  }
+  fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);
+  return fa::run_stage(cli, def);
+}

@@ -1,0 +1,150 @@
+// tile_ops.cuh — what every kernel of stage 07 (the ladder's rungs and the stage's kernel) shares
+// besides the softmax (fragment_softmax.cuh): the kernel's arguments, the two shared-memory
+// layouts of a tile, the copy of a tile from global memory, the mask on accumulator fragments,
+// and the epilogue that writes O and LSE from them.
+//
+// Fragments (fa/cuda/ptx/mma.cuh): with g = lane / 4 and t = lane % 4, accumulator c[0..3] of an
+// m16n8 tile holds rows g, g, g+8, g+8 and columns 2t, 2t+1, 2t, 2t+1.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "07_tensor_cores/fragment_softmax.cuh"
+#include "fa/cuda/ptx/cp_async.cuh"
+#include "fa/cuda/ptx/mma.cuh"
+
+namespace fa::step07 {
+
+// One launch: [B·H, N, D] tensors (T = __half or __nv_bfloat16), contiguous; LSE float32.
+template <class T>
+struct KernelArgs {
+  const T* q;
+  const T* k;
+  const T* v;
+  T* o;
+  float* lse;
+  int seq_q, seq_k;
+  float scale;       // τ (the softmax scale): LSE = m·τ + ln l
+  float scale_log2;  // τ·log2(e): P = 2^(s·τlog2e − m·τlog2e)
+  bool causal;       // bottom-right: key j visible to query i iff j ≤ i + Nk − Nq
+  bool heavy_first;  // causal: start the Q tiles with the most keys first
+};
+
+// A ROWS × D tile, row-major, as the plain rungs keep it: element (r, c) at r·D + c. ldmatrix (or
+// the 32-bit loads of v1) reading 8 rows at one column then hit the same banks when a row is a
+// multiple of 128 bytes long: an 8-way conflict.
+template <int ROWS, int D>
+struct PlainTile {
+  static constexpr int kElements = ROWS * D;
+  __device__ static int offset(int r, int c) { return r * D + c; }
+};
+
+// The same tile in column blocks 64 elements (128 bytes) wide; within a block, row r's 16-byte
+// chunk c is stored at chunk c XOR (r mod 8). The 8 rows one ldmatrix phase reads at one logical
+// chunk then sit in 8 different 16-byte bank groups: no conflict (docs/07_tensor_cores.md draws
+// it). D = 32 and 96 are padded to a multiple of 64 columns (the padding is never read). Hopper's
+// TMA and wgmma (stage 09) use this same "128-byte swizzle".
+template <int ROWS, int D>
+struct SwizzledTile {
+  static constexpr int kBlocks = (D + 63) / 64;
+  static constexpr int kElements = ROWS * kBlocks * 64;
+  // c: a multiple of 8 (the first element of a 16-byte chunk).
+  __device__ static int offset(int r, int c) {
+    return (c >> 6) * (ROWS * 64) + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3);
+  }
+};
+
+// Copies rows [row0, row0 + ROWS) of an [n, D] matrix into a shared tile, 16 bytes per copy,
+// spread over the block's THREADS; rows ≥ n become zeros. kAsync: by cp.async (the copies land
+// later: commit and wait, then __syncthreads), else through registers (land before the next
+// __syncthreads).
+template <class Tile, int ROWS, int D, int THREADS, bool kAsync, class T>
+__device__ __forceinline__ void load_tile(T* tile, const T* src, int row0, int n) {
+  constexpr int kChunksPerRow = D / 8;
+#pragma unroll
+  for (int i = threadIdx.x; i < ROWS * kChunksPerRow; i += THREADS) {
+    const int r = i / kChunksPerRow, c = (i % kChunksPerRow) * 8;
+    const bool valid = row0 + r < n;
+    const T* from = src + static_cast<std::int64_t>(valid ? row0 + r : 0) * D + c;
+    T* to = tile + Tile::offset(r, c);
+    if constexpr (kAsync) {
+      ptx::cp_async16(to, from, valid);
+    } else {
+      *reinterpret_cast<int4*>(to) = valid ? *reinterpret_cast<const int4*>(from) : make_int4(0, 0, 0, 0);
+    }
+  }
+}
+
+// The tiles of keys a block of query rows [i0, i0 + Br) visits, and the first one that needs a
+// mask (stage 05's bounds): without causal every tile, masked from the one holding key Nk − 1 if
+// Nk is not a multiple of Bc; with causal up to what the last row sees, masked from what the first
+// row does not see whole.
+struct KeyTiles {
+  int count = 0, mask_from = 0;
+};
+__device__ __forceinline__ KeyTiles key_tiles(int i0, int Br, int Bc, int seq_q, int seq_k, bool causal) {
+  int end = seq_k, full = seq_k;
+  if (causal) {
+    const int offset = seq_k - seq_q, i_last = min(i0 + Br, seq_q) - 1;
+    end = max(0, min(seq_k, i_last + offset + 1));
+    full = max(0, min(seq_k, i0 + offset + 1));
+  }
+  return {(end + Bc - 1) / Bc, full / Bc};
+}
+
+// −inf where key key0 + 8n + 2t (+1) is past the end or, causal, past what row row0 + 16·mt + g
+// (+8) sees. row0 and key0: the first row of the warp's rows and the first key of the tile.
+template <int MT, int NT>
+__device__ __forceinline__ void mask_scores(float (&s)[MT][NT][4], int row0, int key0, int seq_q, int seq_k,
+                                            bool causal) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = row0 + 16 * mt + g + (e >= 2 ? 8 : 0);
+      const int limit = causal ? min(seq_k, row + seq_k - seq_q + 1) : seq_k;
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+        if (key0 + 8 * n + 2 * t + (e & 1) >= limit) s[mt][n][e] = -INFINITY;
+    }
+}
+
+// The end of the loop: each row's sum l across its group, O / l written as T, LSE = m·τ + ln l.
+// A row that saw no key (l = 0) gets O = 0 and LSE = −inf. Rows ≥ Nq are not written.
+template <int MT, int DT, class T>
+__device__ __forceinline__ void write_output(const KernelArgs<T>& a, float (&o)[MT][DT][4], const float (&m)[MT][2],
+                                             const float (&l)[MT][2], T* out, float* lse, int row0) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float total = group_sum(l[mt][r]);
+      const int row = row0 + 16 * mt + g + 8 * r;
+      if (row >= a.seq_q) continue;
+      const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+#pragma unroll
+      for (int n = 0; n < DT; ++n)
+        *reinterpret_cast<std::uint32_t*>(out + static_cast<std::int64_t>(row) * (8 * DT) + 8 * n + 2 * t) =
+            ptx::pack2<T>(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
+      if (t == 0) lse[row] = total > 0.0f ? m[mt][r] * a.scale + logf(total) : -INFINITY;
+    }
+}
+
+// Row r (0: g, 1: g + 8) of an O accumulator times alpha[r]: the online softmax's rescale.
+template <int DT>
+__device__ __forceinline__ void rescale(float (&o)[DT][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int n = 0; n < DT; ++n) {
+    o[n][0] *= alpha[0];
+    o[n][1] *= alpha[0];
+    o[n][2] *= alpha[1];
+    o[n][3] *= alpha[1];
+  }
+}
+
+}  // namespace fa::step07
