@@ -24,12 +24,17 @@ grep -E "^\s+[0-9]+ - .*(Failed|Not Run|Skipped)" "$out/ctest.log" | head -20
 small="--sweep 1,77,130 --heads 2 --reps 1 --warmup 0"
 sanitizer_bad=0
 {
-  for stage in 03_cuda_naive 04_cuda_flash_forward 05_cuda_causal 06_cuda_backward; do
-    exe=$build/steps/$stage/step${stage%%_*}_${stage#*_}
+  # Stage 07: every rung of its ladder (--ladder), and D = 128 with Nq != Nk in float16.
+  for stage in 03_cuda_naive 04_cuda_flash_forward 05_cuda_causal 06_cuda_backward 07_tensor_cores \
+               "07_tensor_cores --dim 128 --dtype float16 --seq-q 300 --seq-k 129"; do
+    name=${stage%% *}
+    extra=$([ "$stage" = 07_tensor_cores ] && echo --ladder || echo "${stage#"$name"}")
+    exe=$build/steps/$name/step${name%%_*}_${name#*_}
+    args=$([ "$extra" = --ladder ] || [ -z "$extra" ] && echo "$small $extra" || echo "--heads 2 --reps 1 --warmup 0 $extra")
     for causal in "" "--causal"; do
       for tool in memcheck racecheck synccheck; do
-        echo "== $tool $exe $small $causal"
-        compute-sanitizer --tool $tool --error-exitcode 99 "$exe" $small $causal --no-verify 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard"
+        echo "== $tool $exe $args $causal"
+        compute-sanitizer --tool $tool --error-exitcode 99 "$exe" $args $causal --no-verify 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard"
         rc=${PIPESTATUS[0]}
         [ "$rc" -ne 0 ] && { echo "   exit $rc"; sanitizer_bad=1; }
       done

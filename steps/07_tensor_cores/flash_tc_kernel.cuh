@@ -39,15 +39,9 @@ namespace fa::step07 {
 
 // The tile shape of one instantiation: head dim D, kWarps warps of 16·kMT query rows each, Bc keys
 // per K/V tile, and at least kMinBlocks blocks per SM (the register budget: __launch_bounds__).
-// kQInRegisters: Q's A fragments loaded from shared memory once, before the loop, and kept in
-// registers (D/16 · kMT · 4 of them) instead of re-read for every K tile.
-// kSkipRescale: a warp whose rows' maxima did not move (alpha = 1 exactly for all of them, the usual
-// case once a row has seen its largest scores) skips the O rescale, kMT · D/2 multiplies per thread.
-template <int D_, int kWarps_, int kMT_, int kBc_, int kMinBlocks_, bool kQInRegisters_ = false,
-          bool kSkipRescale_ = true>
+template <int D_, int kWarps_, int kMT_, int kBc_, int kMinBlocks_>
 struct FlashConfig {
   static constexpr int D = D_, kWarps = kWarps_, kMT = kMT_, kBc = kBc_, kMinBlocks = kMinBlocks_;
-  static constexpr bool kQInRegisters = kQInRegisters_, kSkipRescale = kSkipRescale_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBr = 16 * kMT * kWarps;
   using QTile = SwizzledTile<kBr, D>;
@@ -88,9 +82,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
     ptx::cp_async_commit();  // group: V_0
   }
 
-  // Q's fragments, when kept in registers (they are loaded at the first tile, once Q has landed).
-  std::uint32_t q_frags[C::kQInRegisters ? D / 16 : 1][MT][4];
-
   for (int j = 0; j < kv.count; ++j) {
     const T* k_tile = k_tiles + (j & 1) * KVTile::kElements;
     const T* v_tile = v_tiles + (j & 1) * KVTile::kElements;
@@ -107,10 +98,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
     float s[MT][NT][4] = {};
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      std::uint32_t(&qa)[MT][4] = q_frags[C::kQInRegisters ? kk : 0];
-      if (!C::kQInRegisters || j == 0)
+      std::uint32_t qa[MT][4];
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
           ptx::ldmatrix_x4(qa[mt], q_tile + QTile::offset(warp_row0 + 16 * mt + lane % 16, 16 * kk + 8 * (lane / 16)));
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
@@ -131,8 +121,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
     for (int mt = 0; mt < MT; ++mt) {
       float alpha[2];
       online_softmax(s[mt], m[mt], l[mt], alpha, a.scale_log2);
-      // alpha = 2^0 = 1 exactly when a row's max stays: a warp-uniform test, no divergence.
-      if (!C::kSkipRescale || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) rescale(o[mt], alpha);
+      rescale(o[mt], alpha);
     }
 
     ptx::cp_async_wait<1>();  // V_j has landed (K_{j+1} may still be in flight)
