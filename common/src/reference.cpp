@@ -91,20 +91,6 @@ void plain_row(const Problem& p, const AttentionData& in, RowId r, float* o, flo
   *lse = m + std::log(l);
 }
 
-double tensor_core_score_bound(const Problem& p, const AttentionData& in, RowId r) {
-  const auto [q, k, v] = row_pointers(p, in, r);
-  (void)v;
-  double worst = 0;
-  for (std::int64_t j = 0; j < p.keys_visible(r.i); ++j) {
-    double sum = 0;
-    for (std::int64_t d = 0; d < p.dim; ++d) sum += std::fabs(static_cast<double>(q[d]) * k[j * p.dim + d]);
-    worst = std::fmax(worst, sum);
-  }
-  // Each of the D additions of an inner product loses less than one float32 unit in the last place
-  // (2^-23 relative) of its partial sum, truncating or not: |δs| ≤ D · 2^-23 · Σ|q_d k_d|.
-  return static_cast<double>(p.softmax_scale()) * static_cast<double>(p.dim) * std::ldexp(1.0, -23) * worst;
-}
-
 ReferenceF64 reference_attention_f64(const Problem& p, const AttentionData& in_any) {
   const AttentionData in = as_float32(in_any);
   ReferenceF64 ref;

@@ -37,14 +37,18 @@
 //   1. Which lanes hold row 5 of the 16? (g = 5: lanes 20..23, t = 0..3.) Its max needs the values
 //      of all four; lane ^ 1 and lane ^ 2 reach the other three without leaving the group.
 //   2. Everything is in log2 units with the scale folded in: P = 2^(s·scale_log2 − m·scale_log2)
-//      is one FFMA and one ex2 per score, ptx::ex2(fmaf(s, scale_log2, −base)); alpha is the same
-//      formula with the old m in place of s, and is 0 on a row's first tile (m = −inf).
+//      is one FFMA and one ex2 per score, ptx::ex2(fmaf(s, scale_log2, −base)); alpha is
+//      2^(m_old·scale_log2 − base) with both products rounded alike (__fmul_rn), so that it is exactly
+//      1 when the max did not move, and 0 on a row's first tile (m = −inf).
 //   3. for (int n = 0; n < NT; ++n) m_new = fmaxf(m_new, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
 //      then m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, k)) for k = 1 and k = 2.
-//      const float base = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
-//      alpha[r] = ptx::ex2(m[r] * scale_log2 - base); m[r] = m_new; P and its sum over n; then
+//      const float base = m_new == -INFINITY ? 0.0f : __fmul_rn(m_new, scale_log2);
+//      alpha[r] = ptx::ex2(__fmul_rn(m[r], scale_log2) - base); m[r] = m_new; P and its sum over n; then
 //      l[r] = l[r] * alpha[r] + sum.
-// Common mistakes: the max over the thread's own values only (no shuffles: the four threads of a
+// Common mistakes: alpha = ex2(m[r] * scale_log2 - base): the compiler fuses it into an FMA whose
+// result is the rounding error of m·scale_log2, not 0, so alpha = 1 ± 3e-7 at every tile and l
+// drifts (the checks may pass; the stage's LSE at N = 16k did not: chapter 07);
+// the max over the thread's own values only (no shuffles: the four threads of a
 // row then disagree on m, and on alpha); shuffling with xor 4, 8 or 16, which reaches other
 // groups, that is other rows; subtracting m = −inf for a row that has seen only masked scores
 // (−inf − (−inf) = NaN); updating m[r] before alpha is computed from the old one; summing l across
@@ -71,8 +75,8 @@ enum Hole : int { kRowMax = 0, kExpAndSum = 1, kNoHole = INT_MAX };
 const char* const kHoleMessages[] = {
     "TODO(ex07:row_max) is not done yet: m_new = max(m[r], row r's scores s[n][2r], s[n][2r+1] of this "
     "tile), then across the 4 threads of the group (__shfl_xor_sync with 1 and 2)",
-    "TODO(ex07:exp_and_sum) is not done yet: base = m_new * scale_log2 (0 when m_new = -inf), alpha[r] = "
-    "ex2(m[r] * scale_log2 - base), m[r] = m_new, s = ex2(s * scale_log2 - base), l[r] = alpha[r] * l[r] "
+    "TODO(ex07:exp_and_sum) is not done yet: base = __fmul_rn(m_new, scale_log2) (0 when m_new = -inf), alpha[r] = "
+    "ex2(__fmul_rn(m[r], scale_log2) - base), m[r] = m_new, s = ex2(s * scale_log2 - base), l[r] = alpha[r] * l[r] "
     "+ this thread's sum of P",
 };
 __device__ int g_hole_reached;  // the lowest hole a thread reached; kNoHole: none
@@ -97,8 +101,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&m)[2],
     m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, 2));
     // <<< ex07:row_max
     // >>> ex07:exp_and_sum
-    const float base = m_new == -INFINITY ? 0.0f : m_new * scale_log2;
-    alpha[r] = ptx::ex2(m[r] * scale_log2 - base);
+    // Both scaled maxima rounded alike (__fmul_rn is never fused into an FMA): a max that did not
+    // move gives alpha = 2^0 = 1 exactly. Written m[r] * scale_log2 - base, the compiler fuses it
+    // into fma(m, c, −round(m·c)), the rounding error of m·c: alpha = 1 ± 3e-7 at every tile, and l
+    // drifts with the number of tiles (measured: LSE off by 4.6e-5 at N = 16k, chapter 07).
+    const float base = m_new == -INFINITY ? 0.0f : __fmul_rn(m_new, scale_log2);
+    alpha[r] = ptx::ex2(__fmul_rn(m[r], scale_log2) - base);
     m[r] = m_new;
     float sum = 0.0f;
 #pragma unroll

@@ -28,13 +28,6 @@ void reference_row_f64(const Problem& p, const AttentionData& in, RowId row, dou
 // p.dtype before P·V, O rounded to p.dtype. `in` must be float32 (as_float32).
 void plain_row(const Problem& p, const AttentionData& in, RowId row, float* o, float* lse);
 
-// How far a row's LSE may move when its scores come from tensor cores: τ · D · 2^-23 · max_j Σ_d |q_d k_jd|,
-// the textbook bound of a D-term float32 inner product whatever its order and rounding (LSE moves
-// by at most the largest change of a scaled score). Tensor cores sum fp16/bf16 products in float32
-// but drop bits a round-to-nearest sum keeps (docs/tolerance.md, "Tensor cores"); the plain row's
-// scores of bf16 inputs are often exact, so its error does not show that. `in` must be float32.
-double tensor_core_score_bound(const Problem& p, const AttentionData& in, RowId row);
-
 // All rows: o is [B,H,Nq,D], lse is [B,H,Nq], both float64.
 struct ReferenceF64 {
   std::vector<double> o, lse;
