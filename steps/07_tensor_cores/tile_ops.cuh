@@ -61,11 +61,16 @@ struct SwizzledTile {
 // spread over the block's THREADS; rows ≥ n become zeros. kAsync: by cp.async (the copies land
 // later: commit and wait, then __syncthreads), else through registers (land before the next
 // __syncthreads).
+// The loop counts copies per thread, a compile-time number, so that it unrolls and each copy's
+// address is the first one's plus a constant (a loop over i = threadIdx.x, i += THREADS would
+// stay a loop, with its branches and index arithmetic at every tile).
 template <class Tile, int ROWS, int D, int THREADS, bool kAsync, class T>
 __device__ __forceinline__ void load_tile(T* tile, const T* src, int row0, int n) {
-  constexpr int kChunksPerRow = D / 8;
+  constexpr int kChunksPerRow = D / 8, kChunks = ROWS * kChunksPerRow;
 #pragma unroll
-  for (int i = threadIdx.x; i < ROWS * kChunksPerRow; i += THREADS) {
+  for (int copy = 0; copy < (kChunks + THREADS - 1) / THREADS; ++copy) {
+    const int i = static_cast<int>(threadIdx.x) + copy * THREADS;
+    if (kChunks % THREADS != 0 && i >= kChunks) break;
     const int r = i / kChunksPerRow, c = (i % kChunksPerRow) * 8;
     const bool valid = row0 + r < n;
     const T* from = src + static_cast<std::int64_t>(valid ? row0 + r : 0) * D + c;
