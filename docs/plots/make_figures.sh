@@ -64,6 +64,14 @@ set_of h100_bwd_d64 H100 step06_d64.json step06_d64_causal.json step06_d64_causa
 set_of tour_h100 H100 step03_tour-h100.json step04_tour-h100.json step05_tour-h100.json \
   step06_tour-h100.json
 
+# Chapter 07: the ladder at the paper shape N = 4096 (progression only, as chapter 04's), and the
+# stage beside PyTorch's SDPA backends measured in one run by tools/compare_pytorch.py (TFLOP/s only).
+set_of h100_07_ladder H100 step07_ladder_d64.json step07_ladder_d128.json
+rm -f "$scratch/h100_07_ladder_memory.png" "$scratch/h100_07_ladder_time.png" "$scratch/h100_07_ladder_tflops.png"
+set_of h100_07_vs_pytorch H100 compare_07_h100.json
+rm -f "$scratch/h100_07_vs_pytorch_memory.png" "$scratch/h100_07_vs_pytorch_time.png" \
+  "$scratch/h100_07_vs_pytorch_progression.png"
+
 # Chapter 07: the tensor-core layouts (fragments, C -> A, ldmatrix, swizzle), from the rules alone.
 echo "== 07 layouts"
 "$python" "$here/draw_tensor_core_layouts.py" --out "$scratch" >/dev/null
