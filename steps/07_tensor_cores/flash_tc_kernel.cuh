@@ -69,6 +69,30 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
   const T* v = a.v + head * a.seq_k * D;
   const KeyTiles kv = key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
+  // The swizzled column of every ldmatrix row address, once per thread. Each lane's rows r have
+  // r mod 8 = lane mod 8, and its 16-byte chunk is 2k + h (k = the 16-wide step within a 64-column
+  // block, h = 0 or 1 by lane): (2k + h) XOR (lane mod 8) = 2k XOR (h XOR lane mod 8). So four
+  // element offsets per pattern cover every step: h = lane / 16 for Q and V, (lane / 8) mod 2 for K.
+  int swz_qv[4], swz_k[4];
+#pragma unroll
+  for (int k4 = 0; k4 < 4; ++k4) {
+    swz_qv[k4] = (((lane / 16) ^ (lane % 8)) ^ (2 * k4)) << 3;
+    swz_k[k4] = (((lane / 8 % 2) ^ (lane % 8)) ^ (2 * k4)) << 3;
+  }
+  // SwizzledTile::offset(r, c) of the ldmatrix row addresses below, with the XOR done once: column
+  // block c / 64 and row r are compile-time steps from the lane's base, the chunk a table lookup
+  // with a compile-time index. (Computed per load instead, as v2 .. v4 do, the swizzle's integer
+  // arithmetic cost 7-10 % at D = 64 and 128: docs/07_tensor_cores.md, "The ladder, measured".)
+  auto q_at = [&](int mt, int kk) {
+    return q_tile + (kk / 4) * (Br * 64) + (warp_row0 + 16 * mt + lane % 16) * 64 + swz_qv[kk % 4];
+  };
+  auto k_at = [&](const T* tile, int np, int kk) {
+    return tile + (kk / 4) * (Bc * 64) + (16 * np + lane % 8 + 8 * (lane / 16)) * 64 + swz_k[kk % 4];
+  };
+  auto v_at = [&](const T* tile, int ks, int dp) {
+    return tile + (dp / 4) * (Bc * 64) + (16 * ks + lane % 16) * 64 + swz_qv[dp % 4];
+  };
+
   float o[MT][DT][4] = {};
   float m[MT][2], l[MT][2] = {};
 #pragma unroll
@@ -101,12 +125,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
       std::uint32_t qa[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
-          ptx::ldmatrix_x4(qa[mt], q_tile + QTile::offset(warp_row0 + 16 * mt + lane % 16, 16 * kk + 8 * (lane / 16)));
+          ptx::ldmatrix_x4(qa[mt], q_at(mt, kk));
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         // Keys 16·np .. +15, d 16·kk .. +15: the B fragments of two 8-key column tiles.
         std::uint32_t kb[4];
-        ptx::ldmatrix_x4(kb, k_tile + KVTile::offset(16 * np + lane % 8 + 8 * (lane / 16), 16 * kk + 8 * (lane / 8 % 2)));
+        ptx::ldmatrix_x4(kb, k_at(k_tile, np, kk));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           ptx::mma_m16n8k16<T>(s[mt][2 * np], qa[mt], {kb[0], kb[1]});
@@ -147,7 +171,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
       for (int dp = 0; dp < D / 16; ++dp) {
         // Keys 16·ks .. +15, d 16·dp .. +15, transposed: the B fragments of two 8-wide d tiles.
         std::uint32_t vb[4];
-        ptx::ldmatrix_x4_trans(vb, v_tile + KVTile::offset(16 * ks + lane % 16, 16 * dp + 8 * (lane / 16)));
+        ptx::ldmatrix_x4_trans(vb, v_at(v_tile, ks, dp));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           ptx::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], {vb[0], vb[1]});

@@ -22,11 +22,12 @@ namespace fa::step07 {
 namespace {
 
 // The tile shape per head dim (FlashConfig<D, warps, 16-row slices per warp, Bc, blocks per SM>),
-// chosen with step07_tune on the H100 (docs/results/step07_tune_h100.txt): every warp owns 32 rows.
-// D = 64: 4 warps (Br = 128), Bc = 64, two blocks per SM (48 KiB of shared memory each; Bc = 128
-// runs out of registers). D = 128: 8 warps (Br = 256), one block per SM (128 KiB): each K/V tile
-// serves twice the rows of the 4-warp block, as fast at N = 4k and 7 % faster at 16k. D = 256: 16
-// rows per warp and Bc = 32 keep O's 128 registers per thread and the shared memory (96 KiB) in bounds.
+// chosen with step07_tune on the H100 (docs/results/step07_tune_h100.txt, step07_tune_swizzle_h100.txt):
+// every warp owns 32 rows, 4 warps (Br = 128), Bc = 64, two blocks per SM. D = 64: 48 KiB of shared
+// memory per block (Bc = 128 runs out of registers). D = 128: 96 KiB; with the swizzle computed
+// once per thread, 4 warps beat 8 (Br = 256) on three of the four paper shapes at N = 4k and 16k.
+// D = 256: 16 rows per warp and Bc = 32 keep O's 128 registers per thread and the shared memory
+// (96 KiB) in bounds.
 template <int D>
 struct StageConfig;
 template <>
@@ -36,7 +37,7 @@ struct StageConfig<64> : FlashConfig<64, 4, 2, 64, 2> {};
 template <>
 struct StageConfig<96> : FlashConfig<96, 4, 2, 64, 1> {};
 template <>
-struct StageConfig<128> : FlashConfig<128, 8, 2, 64, 1> {};
+struct StageConfig<128> : FlashConfig<128, 4, 2, 64, 2> {};
 template <>
 struct StageConfig<256> : FlashConfig<256, 4, 1, 32, 1> {};
 
