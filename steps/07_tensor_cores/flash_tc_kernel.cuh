@@ -21,8 +21,9 @@
 //   S_{j+1} run: two buffers each.
 //
 // kMT = 2 (32 rows per warp) makes every K and V fragment loaded from shared memory feed two
-// mma's instead of one: half the shared-memory traffic per FLOP of kMT = 1 (v4), which is what
-// limits v4 (docs/07_tensor_cores.md, "The ladder, measured").
+// mma's instead of one: half the shared-memory traffic per FLOP of kMT = 1 (v4). And the swizzled
+// ldmatrix addresses are computed once per thread, not at every load (v2, v3): the integer work
+// they cost was measurable (docs/07_tensor_cores.md, "The ladder, measured").
 #pragma once
 
 #include <cuda_runtime.h>

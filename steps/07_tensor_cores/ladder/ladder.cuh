@@ -8,7 +8,9 @@
 //   v2_ldmatrix   v2_ldmatrix.cuh   ldmatrix(.trans) and the XOR-swizzled layout: no bank conflicts
 //   v3_cp_async   v3_cp_async.cuh   K/V by cp.async into two buffers each: copies behind the math
 //   v4_registers  ../flash_tc_kernel.cuh at 16 rows per warp: P stays in registers as the A
-//                                   operand of P·V (the accumulator → operand identity)
+//                                   operand of P·V (the accumulator → operand identity); being the
+//                                   stage's kernel, it also computes the swizzled addresses once
+//                                   per thread, which v2 and v3 do not yet: two changes in one step
 //   flash         ../flash_tc_kernel.cuh at 32 rows per warp (the stage): each K/V fragment feeds
 //                                   two mma's, half the shared-memory reads per FLOP
 //
