@@ -299,6 +299,22 @@ Verification verify_case(const StageDefinition& def, const Problem& p, const Att
 // ---------------------------------------------------------------------------------------------
 // The run
 
+Problem paper_shape(Problem p) {
+  p.batch = std::max<std::int64_t>(1, 16384 / std::max(p.seq_q, p.seq_k));
+  p.heads = 2048 / p.dim;
+  p.heads_kv = 0;  // Hkv = Hq
+  return p;
+}
+
+std::string use_paper_shapes(const RunOptions& opt, StageDefinition& def) {
+  if (!opt.load_dir.empty()) return "--paper-shapes and --load cannot be combined";
+  if (opt.problem.dim <= 0 || 2048 % opt.problem.dim != 0)
+    return "--paper-shapes needs D dividing 2048, not D = " + std::to_string(opt.problem.dim);
+  def.shape_case = paper_shape;
+  def.shape_note = "B·N = 16384 tokens, H·D = 2048";
+  return "";
+}
+
 int run_stage(const StageCli& cli, const StageDefinition& def) {
   const RunOptions& opt = cli.options();
   const std::string& program = cli.spec().program;

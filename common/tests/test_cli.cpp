@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fa/cli.hpp"
+#include "fa/stage.hpp"
 
 namespace {
 
@@ -128,4 +129,37 @@ TEST_CASE("--help prints the flags, the stage's own too, and exits 0") {
                            "--scale", "--sweep", "--load", "--save", "--json", "--reps", "--no-verify", "--variant",
                            "--stage-flag", "exit codes"})
     CHECK_MESSAGE(r.out.find(flag) != std::string::npos, flag);
+}
+
+TEST_CASE("--paper-shapes: B·N = 16384 tokens and H·D = 2048 at every N, or one line why not") {
+  fa::Problem p;
+  p.seq_q = p.seq_k = 4096;
+  p.dim = 128;
+  p.heads_kv = 4;
+  const fa::Problem q = fa::paper_shape(p);
+  CHECK(q.batch == 4);
+  CHECK(q.heads == 16);
+  CHECK(q.kv_heads() == 16);
+  p.seq_q = 300;  // Nq != Nk: the batch follows the longer of the two
+  p.seq_k = 32768;
+  CHECK(fa::paper_shape(p).batch == 1);
+
+  fa::RunOptions opt;
+  opt.problem.dim = 64;
+  fa::StageDefinition def;
+  CHECK(fa::use_paper_shapes(opt, def).empty());
+  REQUIRE(def.shape_case);
+  opt.problem.seq_q = opt.problem.seq_k = 1024;
+  CHECK(def.shape_case(opt.problem).batch == 16);
+  CHECK(def.shape_case(opt.problem).heads == 32);
+  CHECK(def.shape_note == "B·N = 16384 tokens, H·D = 2048");
+
+  fa::StageDefinition untouched;
+  opt.problem.dim = 96;
+  CHECK(fa::use_paper_shapes(opt, untouched) == "--paper-shapes needs D dividing 2048, not D = 96");
+  CHECK(!untouched.shape_case);
+  opt.problem.dim = 64;
+  opt.load_dir = "inputs";
+  CHECK(fa::use_paper_shapes(opt, untouched) == "--paper-shapes and --load cannot be combined");
+  CHECK(!untouched.shape_case);
 }

@@ -5,12 +5,11 @@
 // backward (pass "bwd", FLOPs = 2.5x the forward's) through the harness every stage shares
 // (fa/stage.hpp, Pass::backward). Its own flags are bound here: --deterministic to
 // step06::BackwardOptions (the variant is then named flash-deterministic in the results), and
-// --paper-shapes to the harness's shape_case.
+// --paper-shapes to the harness's shape_case (fa::use_paper_shapes).
 //
 //   build/steps/06_cuda_backward/step06_cuda_backward                        # short sweep, verified
 //   build/steps/06_cuda_backward/step06_cuda_backward --paper-shapes --dim 64 --sweep 1k,2k,4k,8k --causal
 //   build/steps/06_cuda_backward/step06_cuda_backward --deterministic         # bitwise-reproducible dQ
-#include <algorithm>
 #include <iostream>
 #include <string>
 
@@ -43,12 +42,6 @@ int main(int argc, char** argv) {
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   RunOptions& opt = cli.options();
   if (const auto exit_code = refuse_on_this_device(spec.program, step06::device_refusal(opt.problem))) return *exit_code;
-  if (paper_shapes && (!opt.load_dir.empty() || 2048 % opt.problem.dim != 0)) {
-    std::cerr << spec.program << ": error: --paper-shapes "
-              << (opt.load_dir.empty() ? "needs D dividing 2048, not D = " + std::to_string(opt.problem.dim)
-                                       : "and --load cannot be combined") << "\n";
-    return kExitUsage;
-  }
   // One flash variant, named by its dQ mode; --variant flash-deterministic asks for that mode too.
   if (opt.variant == "flash-deterministic") options.deterministic = true;
   const std::string flash = options.deterministic ? "flash-deterministic" : "flash";
@@ -69,13 +62,10 @@ int main(int argc, char** argv) {
   def.verify.max_full_flops = 4e9;  // the float64 backward on every row up to here, 24 sampled rows beyond
   def.verify.sampled_rows = 24;
   if (paper_shapes) {
-    def.shape_case = [](Problem p) {
-      p.batch = std::max<std::int64_t>(1, 16384 / std::max(p.seq_q, p.seq_k));
-      p.heads = 2048 / p.dim;
-      p.heads_kv = 0;  // Hkv = Hq: the stage runs no grouped heads
-      return p;
-    };
-    def.shape_note = "B·N = 16384 tokens, H·D = 2048";
+    if (const std::string why = use_paper_shapes(opt, def); !why.empty()) {
+      std::cerr << spec.program << ": error: " << why << "\n";
+      return kExitUsage;
+    }
   }
   use_gpu_defaults(def, kStageMinComputeCapability);
   def.skip_reason = step06::skip_reason;  // also a GPU too small for the kernel at every D (Turing)

@@ -7,7 +7,6 @@
 //   build/steps/07_tensor_cores/step07_tensor_cores                                the default sweep, bf16
 //   build/steps/07_tensor_cores/step07_tensor_cores --dtype float16 --causal --seq-q 300 --seq-k 1000
 //   build/steps/07_tensor_cores/step07_tensor_cores --ladder --paper-shapes --dim 128 --sweep 1k,4k,16k
-#include <algorithm>
 #include <iostream>
 #include <string>
 
@@ -32,7 +31,8 @@ int main(int argc, char** argv) {
   spec.variants.emplace_back("flash-in-order");
   spec.notes =
       "kernel: mma.sync.m16n8k16 (fp16/bf16 in, float32 accumulators), 4 warps of 32 query rows (Br = 128),\n"
-      "Bc = 64, K/V double-buffered by cp.async; D = 64, 128 fast, 32, 96, 256 correct.\n"
+      "Bc = 64 (D = 256: 16 rows per warp, Bc = 32), K/V double-buffered by cp.async; D = 64, 128 fast,\n"
+      "32, 96, 256 correct.\n"
       "memory beyond Q, K, V, O, LSE: none (measured).\n"
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond, against the error of a\n"
       "plain implementation that rounds P and O to the dtype (docs/tolerance.md); stage 05 in float32 on\n"
@@ -48,13 +48,6 @@ int main(int argc, char** argv) {
   fa::RunOptions& opt = cli.options();
   if (const auto exit_code = fa::refuse_on_this_device(spec.program, fa::step07::device_refusal(opt.problem)))
     return *exit_code;
-  if (paper_shapes && (!opt.load_dir.empty() || 2048 % opt.problem.dim != 0)) {
-    std::cerr << spec.program << ": error: --paper-shapes "
-              << (opt.load_dir.empty() ? "needs D dividing 2048, not D = " + std::to_string(opt.problem.dim)
-                                       : "and --load cannot be combined")
-              << "\n";
-    return fa::kExitUsage;
-  }
 
   fa::StageDefinition def;
   def.id = "07";
@@ -70,12 +63,10 @@ int main(int argc, char** argv) {
     def.verify.previous = fa::PreviousStage{"05 (float32)", fa::step07::stage05_reference()};
   }
   if (paper_shapes) {
-    def.shape_case = [](fa::Problem p) {
-      p.batch = std::max<std::int64_t>(1, 16384 / std::max(p.seq_q, p.seq_k));
-      p.heads = 2048 / p.dim;
-      return p;
-    };
-    def.shape_note = "B·N = 16384 tokens, H·D = 2048";
+    if (const std::string why = fa::use_paper_shapes(opt, def); !why.empty()) {
+      std::cerr << spec.program << ": error: " << why << "\n";
+      return fa::kExitUsage;
+    }
   }
   fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);
   return fa::run_stage(cli, def);

@@ -87,6 +87,14 @@ struct StageDefinition {
 
 int run_stage(const StageCli& cli, const StageDefinition& def);
 
+// --paper-shapes, for the stages measured against the FlashAttention papers' sweep (B·N = 16384
+// tokens and H·D = 2048 at every N: FA2's benchmarks, docs/anchors.md): paper_shape reshapes one
+// case (B = 16384 / max(Nq, Nk), at least 1; H = Hkv = 2048 / D); use_paper_shapes sets
+// def.shape_case and def.shape_note to it, or returns why it cannot (--load given, or D not
+// dividing 2048) as the one line of a usage error, setting nothing.
+Problem paper_shape(Problem p);
+std::string use_paper_shapes(const RunOptions& opt, StageDefinition& def);
+
 // A variant for a host (CPU) stage function of the common signature. Its workspace meter measures
 // the stage's own allocations; inputs and outputs belong to the harness.
 using HostForward = void (*)(const Problem&, const AttentionInputs&, const AttentionOutputs&, MemoryMeter&);
