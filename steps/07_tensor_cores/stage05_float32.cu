@@ -1,20 +1,14 @@
-// stage05_float32.cu — see stage05_float32.cuh.
+// stage05_float32.cu — see stage05_float32.cuh. The inputs go to float32 by fa::as_float32
+// (fa/reference.hpp), the conversion the float64 reference makes too.
 #include "07_tensor_cores/stage05_float32.cuh"
 
 #include "05_cuda_causal/flash_causal.cuh"
 #include "fa/cuda/stage_gpu.cuh"
+#include "fa/reference.hpp"
 
 namespace fa::step07 {
 
 namespace {
-
-AttentionData to_float32(const AttentionData& in) {
-  AttentionData d;
-  d.q = in.q.converted(DType::float32);
-  d.k = in.k.converted(DType::float32);
-  d.v = in.v.converted(DType::float32);
-  return d;
-}
 
 Problem float32_problem(Problem p) {
   p.dtype = DType::float32;
@@ -35,7 +29,7 @@ Variant stage05_in_float32() {
   v.run = [run = v.run](const Problem& p, const AttentionData& in, AttentionResult& out, const RunConfig& config) {
     const Problem p32 = float32_problem(p);
     AttentionResult out32(p32);
-    const Measurement m = run(p32, to_float32(in), out32, config);
+    const Measurement m = run(p32, as_float32(in), out32, config);
     copy_result(out32, out);
     return m;
   };
@@ -47,7 +41,7 @@ ForwardFn stage05_reference() {
                                                               AttentionResult& out) {
     const Problem p32 = float32_problem(p);
     AttentionResult out32(p32);
-    forward(p32, to_float32(in), out32);
+    forward(p32, as_float32(in), out32);
     copy_result(out32, out);
   };
 }

@@ -8,8 +8,10 @@
 //   cmake -S . -B build -G Ninja && cmake --build build --target step07_tensor_cores
 //   build/steps/07_tensor_cores/step07_tensor_cores                   (--help for the flags)
 //
-// Known limits: mma.sync (Ampere's instruction) on Hopper leaves about half of the H100's
-// tensor-core rate unused (wgmma: stage 09); no grouped heads or packed batches (stage 10).
+// Known limits: mma.sync is Ampere's instruction; on the H100 cuDNN's wgmma kernels run 1.5-1.8x
+// faster at N >= 4k (docs/results/compare_07_h100.json; Hopper's instructions: stage 09). D = 64
+// without the mask is 2-4 % behind PyTorch's FlashAttention-2. Forward only (stage 08), no grouped
+// heads or packed batches (stage 10).
 #include "07_tensor_cores/tensor_cores.cuh"
 
 #include "07_tensor_cores/flash_tc_kernel.cuh"
