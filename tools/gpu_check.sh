@@ -24,22 +24,31 @@ grep -E "^\s+[0-9]+ - .*(Failed|Not Run|Skipped)" "$out/ctest.log" | head -20
 small="--sweep 1,77,130 --heads 2 --reps 1 --warmup 0"
 sanitizer_bad=0
 {
-  # Stage 07: every rung of its ladder (--ladder), and D = 128 with Nq != Nk in float16.
-  for stage in 03_cuda_naive 04_cuda_flash_forward 05_cuda_causal 06_cuda_backward 07_tensor_cores \
-               "07_tensor_cores --dim 128 --dtype float16 --seq-q 300 --seq-k 129"; do
-    name=${stage%% *}
-    extra=$([ "$stage" = 07_tensor_cores ] && echo --ladder || echo "${stage#"$name"}")
-    exe=$build/steps/$name/step${name%%_*}_${name#*_}
-    args=$([ "$extra" = --ladder ] || [ -z "$extra" ] && echo "$small $extra" || echo "--heads 2 --reps 1 --warmup 0 $extra")
+  # One line per case: the stage's folder, then its arguments; each runs causal and not, under each
+  # tool. Stage 07: every rung of its ladder, then its other head dims, fp16, Nq != Nk both ways.
+  while read -r stage args; do
+    exe=$build/steps/$stage/step${stage%%_*}_${stage#*_}
     for causal in "" "--causal"; do
       for tool in memcheck racecheck synccheck; do
         echo "== $tool $exe $args $causal"
-        compute-sanitizer --tool $tool --error-exitcode 99 "$exe" $args $causal --no-verify 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard"
+        # shellcheck disable=SC2086  # $args and $causal are lists of flags
+        compute-sanitizer --tool $tool --error-exitcode 99 "$exe" $args $causal --no-verify </dev/null 2>&1 \
+          | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard"
         rc=${PIPESTATUS[0]}
         [ "$rc" -ne 0 ] && { echo "   exit $rc"; sanitizer_bad=1; }
       done
     done
-  done
+  done <<CASES
+03_cuda_naive $small
+04_cuda_flash_forward $small
+05_cuda_causal $small
+06_cuda_backward $small
+07_tensor_cores $small --ladder
+07_tensor_cores --heads 2 --reps 1 --warmup 0 --dim 128 --dtype float16 --seq-q 300 --seq-k 129
+07_tensor_cores --heads 2 --reps 1 --warmup 0 --dim 256 --seq-q 129 --seq-k 300
+07_tensor_cores --heads 2 --reps 1 --warmup 0 --dim 96 --dtype float16 --seq 100
+07_tensor_cores --heads 2 --reps 1 --warmup 0 --dim 32 --seq-q 77 --seq-k 200
+CASES
 } > "$out/sanitizer.log" 2>&1
 echo "sanitizers: $(grep -c '^== ' "$out/sanitizer.log") runs, $(grep -cE 'ERROR SUMMARY: 0 errors|0 hazards' "$out/sanitizer.log") clean, failing: $sanitizer_bad ($((SECONDS - t0)) s)"
 
