@@ -57,9 +57,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
   using QTile = typename C::QTile;
   using KVTile = typename C::KVTile;
   extern __shared__ __align__(128) unsigned char smem[];
-  T* q_tile = reinterpret_cast<T*>(smem);
-  T* k_tiles = q_tile + QTile::kElements;       // [2][KVTile]
-  T* v_tiles = k_tiles + 2 * KVTile::kElements;  // [2][KVTile]
+  // Shared memory by 32-bit shared-window addresses (what ldmatrix and cp.async take): Q, then two
+  // K buffers, then two V buffers, kTileBytes apart.
+  constexpr std::uint32_t kTileBytes = KVTile::kElements * sizeof(T);
+  const std::uint32_t q_tile = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  const std::uint32_t k_tiles = q_tile + QTile::kElements * sizeof(T);
+  const std::uint32_t v_tiles = k_tiles + 2 * kTileBytes;
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int tile = a.heavy_first ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
@@ -70,28 +73,23 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
   const T* v = a.v + head * a.seq_k * D;
   const KeyTiles kv = key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
-  // The swizzled column of every ldmatrix row address, once per thread. Each lane's rows r have
-  // r mod 8 = lane mod 8, and its 16-byte chunk is 2k + h (k = the 16-wide step within a 64-column
-  // block, h = 0 or 1 by lane): (2k + h) XOR (lane mod 8) = 2k XOR (h XOR lane mod 8). So four
-  // element offsets per pattern cover every step: h = lane / 16 for Q and V, (lane / 8) mod 2 for K.
-  int swz_qv[4], swz_k[4];
-#pragma unroll
-  for (int k4 = 0; k4 < 4; ++k4) {
-    swz_qv[k4] = (((lane / 16) ^ (lane % 8)) ^ (2 * k4)) << 3;
-    swz_k[k4] = (((lane / 8 % 2) ^ (lane % 8)) ^ (2 * k4)) << 3;
-  }
-  // SwizzledTile::offset(r, c) of the ldmatrix row addresses below, with the XOR done once: column
-  // block c / 64 and row r are compile-time steps from the lane's base, the chunk a table lookup
-  // with a compile-time index. (Computed per load instead, as v2 .. v4 do, the swizzle's integer
-  // arithmetic cost 7-10 % at D = 64 and 128: docs/07_tensor_cores.md, "The ladder, measured".)
-  auto q_at = [&](int mt, int kk) {
-    return q_tile + (kk / 4) * (Br * 64) + (warp_row0 + 16 * mt + lane % 16) * 64 + swz_qv[kk % 4];
+  // Every ldmatrix row address of the loop, from one per-thread address per operand. A lane's rows
+  // r have r mod 8 = lane mod 8, and its 16-byte chunk within a 64-column block is 2k + h (k: the
+  // 16-wide step, h = 0 or 1 by lane), stored at (2k + h) XOR (lane mod 8) = (h XOR lane mod 8)
+  // XOR 2k. Tiles and rows are 128-byte aligned, so the chunk is address bits 4-6 and the swizzled
+  // address of step k is the step-0 address XOR 32·k: one LOP3 from a register, where computing
+  // SwizzledTile::offset per load costs 7-10 % at D = 64 and 128 (v2 .. v4; docs/07_tensor_cores.md,
+  // "The ladder, measured"). Column blocks (c / 64), the row steps (16·mt, 16·np, 16·ks) and the
+  // K/V buffer are added after the XOR: constants or a uniform register in the instruction.
+  const std::uint32_t q_base = q_tile + sizeof(T) * ((warp_row0 + lane % 16) * 64 + ((lane / 16) ^ (lane % 8)) * 8);
+  const std::uint32_t k_base = k_tiles + sizeof(T) * ((lane % 8 + 8 * (lane / 16)) * 64 + ((lane / 8 % 2) ^ (lane % 8)) * 8);
+  const std::uint32_t v_base = v_tiles + sizeof(T) * ((lane % 16) * 64 + ((lane / 16) ^ (lane % 8)) * 8);
+  auto q_at = [&](int mt, int kk) { return (q_base ^ (kk % 4) * 32) + sizeof(T) * ((kk / 4) * (Br * 64) + 16 * mt * 64); };
+  auto k_at = [&](std::uint32_t buffer, int np, int kk) {
+    return (k_base ^ (kk % 4) * 32) + buffer + sizeof(T) * ((kk / 4) * (Bc * 64) + 16 * np * 64);
   };
-  auto k_at = [&](const T* tile, int np, int kk) {
-    return tile + (kk / 4) * (Bc * 64) + (16 * np + lane % 8 + 8 * (lane / 16)) * 64 + swz_k[kk % 4];
-  };
-  auto v_at = [&](const T* tile, int ks, int dp) {
-    return tile + (dp / 4) * (Bc * 64) + (16 * ks + lane % 16) * 64 + swz_qv[dp % 4];
+  auto v_at = [&](std::uint32_t buffer, int ks, int dp) {
+    return (v_base ^ (dp % 4) * 32) + buffer + sizeof(T) * ((dp / 4) * (Bc * 64) + 16 * ks * 64);
   };
 
   float o[MT][DT][4] = {};
@@ -100,23 +98,22 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
   for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY;
 
   if (kv.count > 0) {
-    load_tile<QTile, Br, D, C::kThreads, true>(q_tile, q, i0, a.seq_q);
-    load_tile<KVTile, Bc, D, C::kThreads, true>(k_tiles, k, 0, a.seq_k);
+    load_tile_async<QTile, Br, D, C::kThreads>(q_tile, q, i0, a.seq_q);
+    load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles, k, 0, a.seq_k);
     ptx::cp_async_commit();  // group: Q, K_0
-    load_tile<KVTile, Bc, D, C::kThreads, true>(v_tiles, v, 0, a.seq_k);
+    load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles, v, 0, a.seq_k);
     ptx::cp_async_commit();  // group: V_0
   }
 
   for (int j = 0; j < kv.count; ++j) {
-    const T* k_tile = k_tiles + (j & 1) * KVTile::kElements;
-    const T* v_tile = v_tiles + (j & 1) * KVTile::kElements;
+    const std::uint32_t buffer = (j & 1) * kTileBytes, next_buffer = kTileBytes - buffer;
     ptx::cp_async_wait<1>();  // Q and K_j have landed (V_j may still be in flight) ...
     __syncthreads();          // ... for every thread's copies
     // K_{j+1} into the other buffer: its last reader, S_{j−1}, finished before the __syncthreads
     // above. It lands behind S_j, the softmax and P·V_j. An empty group when there is none keeps
     // the count of groups the waits rely on.
     if (j + 1 < kv.count)
-      load_tile<KVTile, Bc, D, C::kThreads, true>(k_tiles + ((j + 1) & 1) * KVTile::kElements, k, (j + 1) * Bc, a.seq_k);
+      load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles + next_buffer, k, (j + 1) * Bc, a.seq_k);
     ptx::cp_async_commit();
 
     // S = Q·K_jᵀ, D/16 steps of k = 16.
@@ -131,7 +128,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
       for (int np = 0; np < NT / 2; ++np) {
         // Keys 16·np .. +15, d 16·kk .. +15: the B fragments of two 8-key column tiles.
         std::uint32_t kb[4];
-        ptx::ldmatrix_x4(kb, k_at(k_tile, np, kk));
+        ptx::ldmatrix_x4(kb, k_at(buffer, np, kk));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           ptx::mma_m16n8k16<T>(s[mt][2 * np], qa[mt], {kb[0], kb[1]});
@@ -154,7 +151,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
     // V_{j+1} into the other buffer: its last reader, P·V_{j−1}, finished before this tile's first
     // __syncthreads. It lands behind P·V_j and S_{j+1}.
     if (j + 1 < kv.count)
-      load_tile<KVTile, Bc, D, C::kThreads, true>(v_tiles + ((j + 1) & 1) * KVTile::kElements, v, (j + 1) * Bc, a.seq_k);
+      load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles + next_buffer, v, (j + 1) * Bc, a.seq_k);
     ptx::cp_async_commit();
 
     // O += P·V_j, Bc/16 steps of k = 16 keys; P's A fragment is two S accumulators, packed.
@@ -172,7 +169,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
       for (int dp = 0; dp < D / 16; ++dp) {
         // Keys 16·ks .. +15, d 16·dp .. +15, transposed: the B fragments of two 8-wide d tiles.
         std::uint32_t vb[4];
-        ptx::ldmatrix_x4_trans(vb, v_at(v_tile, ks, dp));
+        ptx::ldmatrix_x4_trans(vb, v_at(buffer, ks, dp));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           ptx::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], {vb[0], vb[1]});

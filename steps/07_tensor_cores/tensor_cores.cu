@@ -35,7 +35,7 @@ struct StageConfig;
 template <>
 struct StageConfig<32> : FlashConfig<32, 4, 2, 64, 2> {};
 template <>
-struct StageConfig<64> : FlashConfig<64, 4, 2, 64, 2> {};
+struct StageConfig<64> : FlashConfig<64, 4, 2, 128, 2> {};
 template <>
 struct StageConfig<96> : FlashConfig<96, 4, 2, 64, 1> {};
 template <>

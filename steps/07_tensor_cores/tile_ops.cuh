@@ -83,6 +83,50 @@ __device__ __forceinline__ void load_tile(T* tile, const T* src, int row0, int n
   }
 }
 
+// The copies of load_tile_async: rows [0, valid_rows) of `rows` (an [.., D] matrix's row0), the
+// rest zero-filled; kWhole: valid_rows = ROWS, no check. When the block's threads cover whole rows
+// (THREADS a multiple of D/8, every head dim but 96), a thread's column is the same at every copy
+// and its row steps by THREADS / (D/8): each copy's addresses are the first one's plus constants,
+// which the compiler cannot see through i / (D/8) by itself.
+template <class Tile, int ROWS, int D, int THREADS, bool kWhole, class T>
+__device__ __forceinline__ void copy_rows_async(std::uint32_t tile, const T* rows, int valid_rows) {
+  constexpr int kChunksPerRow = D / 8, kChunks = ROWS * kChunksPerRow;
+  constexpr bool kRowsStep = THREADS % kChunksPerRow == 0;
+  const int tid = static_cast<int>(threadIdx.x), r0 = tid / kChunksPerRow, c0 = (tid % kChunksPerRow) * 8;
+  const T* first = rows + r0 * D + c0;
+  const std::uint32_t first_to = tile + sizeof(T) * Tile::offset(r0, c0);
+#pragma unroll
+  for (int copy = 0; copy < (kChunks + THREADS - 1) / THREADS; ++copy) {
+    const int i = tid + copy * THREADS;
+    if (kChunks % THREADS != 0 && i >= kChunks) break;
+    const int r = kRowsStep ? r0 + copy * (THREADS / kChunksPerRow) : i / kChunksPerRow;
+    const int c = kRowsStep ? c0 : (i % kChunksPerRow) * 8;
+    const bool valid = kWhole || r < valid_rows;
+    // The thread's first source plus a constant (an immediate of the copy instruction), or any row.
+    const T* from = kRowsStep ? first + copy * (THREADS / kChunksPerRow) * D : rows + r * D + c;
+    // Likewise the destination when the row step keeps the swizzle's row phase (r mod 8).
+    constexpr int kStep = THREADS / kChunksPerRow;
+    const std::uint32_t to = kRowsStep && kStep % 8 == 0 ? first_to + copy * kStep * 64 * sizeof(T)
+                                                         : tile + sizeof(T) * Tile::offset(r, c);
+    ptx::cp_async16(to, valid ? from : rows, valid);
+  }
+}
+
+// load_tile's asynchronous copy as stage 07's kernel issues it at every K/V tile: the tile given by
+// its 32-bit shared-window address (an add from the buffer's, no generic-to-shared conversion per
+// copy), and two paths (row0 < n: a tile the kernel visits). A whole tile (row0 + ROWS ≤ n: every tile but the last) copies from one
+// pointer plus per-copy constants, no bound check; only the last tile clamps rows and zero-fills.
+// (With one path for both, the clamp's compare, select and 64-bit multiply were there at every copy
+// of every tile: docs/07_tensor_cores.md, "The ladder, measured".)
+template <class Tile, int ROWS, int D, int THREADS, class T>
+__device__ __forceinline__ void load_tile_async(std::uint32_t tile, const T* src, int row0, int n) {
+  const T* rows = src + static_cast<std::int64_t>(row0) * D;
+  if (row0 + ROWS <= n)
+    copy_rows_async<Tile, ROWS, D, THREADS, true>(tile, rows, ROWS);
+  else
+    copy_rows_async<Tile, ROWS, D, THREADS, false>(tile, rows, n - row0);
+}
+
 // The tiles of keys a block of query rows [i0, i0 + Br) visits, and the first one that needs a
 // mask (stage 05's bounds): without causal every tile, masked from the one holding key Nk − 1 if
 // Nk is not a multiple of Bc; with causal up to what the last row sees, masked from what the first

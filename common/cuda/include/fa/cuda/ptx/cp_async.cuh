@@ -21,6 +21,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #if defined(FA_PTX_NO_CP_ASYNC) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
 #define FA_PTX_CP_ASYNC 0  // the synchronous fallback
 #else
@@ -41,6 +43,17 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
                : "memory");
 #else
   *static_cast<int4*>(smem) = valid ? __ldcg(static_cast<const int4*>(gmem)) : make_int4(0, 0, 0, 0);
+#endif
+}
+
+// The same to a 32-bit shared-window address (the form a kernel that computes its shared
+// addresses once keeps them in: stage 07's kernel).
+__device__ __forceinline__ void cp_async16(std::uint32_t smem, const void* gmem, bool valid) {
+#if FA_PTX_CP_ASYNC
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  cp_async16(__cvta_shared_to_generic(smem), gmem, valid);
 #endif
 }
 

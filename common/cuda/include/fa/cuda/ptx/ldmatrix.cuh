@@ -21,18 +21,27 @@
 
 namespace fa::ptx {
 
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_address) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
+// The row address as a 32-bit shared-window address (what the instruction takes). A kernel that
+// computes its addresses once, in this form, leaves the loop an add per address (stage 07's kernel).
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t row_address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+               : "r"(row_address));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t row_address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(row_address));
+}
+
+// The same from a generic pointer into shared memory.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row_address) {
+  ldmatrix_x4(r, static_cast<std::uint32_t>(__cvta_generic_to_shared(row_address)));
 }
 
 __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row_address) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+  ldmatrix_x4_trans(r, static_cast<std::uint32_t>(__cvta_generic_to_shared(row_address)));
 }
 
 }  // namespace fa::ptx
