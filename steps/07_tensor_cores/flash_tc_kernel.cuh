@@ -21,9 +21,11 @@
 //   S_{j+1} run: two buffers each.
 //
 // kMT = 2 (32 rows per warp) makes every K and V fragment loaded from shared memory feed two
-// mma's instead of one: half the shared-memory traffic per FLOP of kMT = 1 (v4). And the swizzled
-// ldmatrix addresses are computed once per thread, not at every load (v2, v3): the integer work
-// they cost was measurable (docs/07_tensor_cores.md, "The ladder, measured").
+// mma's instead of one: half the shared-memory traffic per FLOP of kMT = 1 (v4). And the loop does
+// almost no integer work: each operand's swizzled ldmatrix addresses come from one register
+// (an XOR per step), and whole K/V tiles are copied without bound checks (load_tile_async), where
+// v2 and v3 compute the swizzle at every load and check every copy. Together 0-17 % at D = 64 and
+// 128 (docs/07_tensor_cores.md, "The ladder, measured").
 #pragma once
 
 #include <cuda_runtime.h>
@@ -77,14 +79,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
   // r have r mod 8 = lane mod 8, and its 16-byte chunk within a 64-column block is 2k + h (k: the
   // 16-wide step, h = 0 or 1 by lane), stored at (2k + h) XOR (lane mod 8) = (h XOR lane mod 8)
   // XOR 2k. Tiles and rows are 128-byte aligned, so the chunk is address bits 4-6 and the swizzled
-  // address of step k is the step-0 address XOR 32·k: one LOP3 from a register, where computing
-  // SwizzledTile::offset per load costs 7-10 % at D = 64 and 128 (v2 .. v4; docs/07_tensor_cores.md,
-  // "The ladder, measured"). Column blocks (c / 64), the row steps (16·mt, 16·np, 16·ks) and the
-  // K/V buffer are added after the XOR: constants or a uniform register in the instruction.
-  const std::uint32_t q_base = q_tile + sizeof(T) * ((warp_row0 + lane % 16) * 64 + ((lane / 16) ^ (lane % 8)) * 8);
-  const std::uint32_t k_base = k_tiles + sizeof(T) * ((lane % 8 + 8 * (lane / 16)) * 64 + ((lane / 8 % 2) ^ (lane % 8)) * 8);
-  const std::uint32_t v_base = v_tiles + sizeof(T) * ((lane % 16) * 64 + ((lane / 16) ^ (lane % 8)) * 8);
-  auto q_at = [&](int mt, int kk) { return (q_base ^ (kk % 4) * 32) + sizeof(T) * ((kk / 4) * (Br * 64) + 16 * mt * 64); };
+  // address of step k is the step-0 address XOR 32·k: one LOP3 from a register, where v2 and v3
+  // compute SwizzledTile::offset at every load (docs/07_tensor_cores.md, "The ladder, measured").
+  // Column blocks (c / 64), the row steps (16·mt, 16·np, 16·ks) and the K/V buffer are added after
+  // the XOR: constants, or a uniform register, inside the instruction.
+  const int chunk_qv = (lane / 16) ^ (lane % 8), chunk_k = (lane / 8 % 2) ^ (lane % 8);
+  const std::uint32_t q_base = q_tile + sizeof(T) * ((warp_row0 + lane % 16) * 64 + chunk_qv * 8);
+  const std::uint32_t k_base = k_tiles + sizeof(T) * ((lane % 8 + 8 * (lane / 16)) * 64 + chunk_k * 8);
+  const std::uint32_t v_base = v_tiles + sizeof(T) * ((lane % 16) * 64 + chunk_qv * 8);
+  auto q_at = [&](int mt, int kk) {
+    return (q_base ^ (kk % 4) * 32) + sizeof(T) * ((kk / 4) * (Br * 64) + 16 * mt * 64);
+  };
   auto k_at = [&](std::uint32_t buffer, int np, int kk) {
     return (k_base ^ (kk % 4) * 32) + buffer + sizeof(T) * ((kk / 4) * (Bc * 64) + 16 * np * 64);
   };

@@ -8,10 +8,10 @@
 //   cmake -S . -B build -G Ninja && cmake --build build --target step07_tensor_cores
 //   build/steps/07_tensor_cores/step07_tensor_cores                   (--help for the flags)
 //
-// Known limits: mma.sync is Ampere's instruction; on the H100 cuDNN's wgmma kernels run 1.5-1.8x
-// faster at N >= 4k (docs/results/compare_07_h100.json; Hopper's instructions: stage 09). D = 64
-// without the mask is 2-4 % behind PyTorch's FlashAttention-2. Forward only (stage 08), no grouped
-// heads or packed batches (stage 10).
+// Known limits: mma.sync is Ampere's instruction; on the H100 cuDNN's wgmma kernels run 1.3-1.7x
+// faster at N >= 4k (docs/results/compare_07_h100.json, where the stage leads PyTorch's
+// FlashAttention-2 by 5-22 %; Hopper's instructions: stage 09). Forward only (stage 08), no
+// grouped heads or packed batches (stage 10).
 #include "07_tensor_cores/tensor_cores.cuh"
 
 #include "07_tensor_cores/flash_tc_kernel.cuh"
@@ -24,10 +24,11 @@ namespace fa::step07 {
 namespace {
 
 // The tile shape per head dim (FlashConfig<D, warps, 16-row slices per warp, Bc, blocks per SM>),
-// chosen with step07_tune on the H100 (docs/results/step07_tune_h100.txt, step07_tune_swizzle_h100.txt):
-// every warp owns 32 rows, 4 warps (Br = 128), Bc = 64, two blocks per SM. D = 64: 48 KiB of shared
-// memory per block (Bc = 128 runs out of registers). D = 128: 96 KiB; with the swizzle computed
-// once per thread, 4 warps beat 8 (Br = 256) on three of the four paper shapes at N = 4k and 16k.
+// chosen with step07_tune on the H100 (docs/results/step07_tune_h100.txt, step07_tune_swizzle_h100.txt,
+// step07_tune_addresses_h100.txt): every warp owns 32 rows, 4 warps (Br = 128), two blocks per SM.
+// D = 64: Bc = 128, 80 KiB of shared memory per block; it spills 40 bytes per thread, and still
+// beats Bc = 64 by 5-9 % at N = 4k and 16k. D = 128: Bc = 64, 96 KiB; with the loop's addresses
+// out of the loop, 4 warps beat 8 (Br = 256).
 // D = 256: 16 rows per warp and Bc = 32 keep O's 128 registers per thread and the shared memory
 // (96 KiB) in bounds.
 template <int D>

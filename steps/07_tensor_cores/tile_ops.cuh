@@ -114,9 +114,10 @@ __device__ __forceinline__ void copy_rows_async(std::uint32_t tile, const T* row
 
 // load_tile's asynchronous copy as stage 07's kernel issues it at every K/V tile: the tile given by
 // its 32-bit shared-window address (an add from the buffer's, no generic-to-shared conversion per
-// copy), and two paths (row0 < n: a tile the kernel visits). A whole tile (row0 + ROWS ≤ n: every tile but the last) copies from one
-// pointer plus per-copy constants, no bound check; only the last tile clamps rows and zero-fills.
-// (With one path for both, the clamp's compare, select and 64-bit multiply were there at every copy
+// copy), and two paths (row0 < n: a tile the kernel visits). A whole tile (row0 + ROWS ≤ n, every
+// tile but the last) is copied from one pointer plus per-copy constants, with no bound check; only
+// the last tile clamps rows and zero-fills.
+// (With one path for both, the clamp's compare, select and 64-bit multiply-add were at every copy
 // of every tile: docs/07_tensor_cores.md, "The ladder, measured".)
 template <class Tile, int ROWS, int D, int THREADS, class T>
 __device__ __forceinline__ void load_tile_async(std::uint32_t tile, const T* src, int row0, int n) {
