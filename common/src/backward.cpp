@@ -126,6 +126,75 @@ HeadGradientsF64 head_backward_f64(const Problem& p, const MatrixD& q, const Mat
   return g;
 }
 
+HeadGradientsPlain head_backward_plain(const Problem& p, const MatrixF& q, const MatrixF& k, const MatrixF& v,
+                                       const MatrixF& d_o, const std::vector<std::int64_t>& q_rows,
+                                       const std::vector<std::int64_t>& k_rows) {
+  const std::int64_t nq = q.rows(), nk = k.rows(), D = q.cols();
+  const float scale = p.softmax_scale(), inf = std::numeric_limits<float>::infinity();
+  auto round = [&](float x) { return round_to(p.dtype, x); };
+  // Pass 1, every query row in blocks: the plain forward (LSE, O) and D_i = rowsum(dO ∘ O).
+  Eigen::VectorXf lse(nq), delta(nq);
+  MatrixF o_all(nq, D);
+  const std::int64_t block = 256;
+  for (std::int64_t i0 = 0; i0 < nq; i0 += block) {
+    const std::int64_t rows = std::min(block, nq - i0);
+    MatrixF s = (q.middleRows(i0, rows) * k.transpose()) * scale;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t i = i0 + r, seen = std::min(p.keys_visible(i), nk);
+      o_all.row(i).setZero();
+      if (seen == 0) {
+        lse[i] = -inf;
+        delta[i] = 0.0f;
+        continue;
+      }
+      const float m = s.row(r).head(seen).maxCoeff();
+      float l = 0.0f;
+      for (std::int64_t j = 0; j < seen; ++j) {
+        const float e = std::exp(s(r, j) - m);
+        l += e;
+        o_all.row(i) += round(e) * v.row(j);
+      }
+      for (std::int64_t d = 0; d < D; ++d) o_all(i, d) = round(o_all(i, d) / l);
+      lse[i] = m + std::log(l);
+      delta[i] = o_all.row(i).dot(d_o.row(i));
+    }
+  }
+  auto prob = [&](std::int64_t i, std::int64_t j, float s_ij) {
+    return p.visible(i, j) && lse[i] > -inf ? std::exp(s_ij - lse[i]) : 0.0f;
+  };
+  HeadGradientsPlain g;
+  const auto nqr = static_cast<std::int64_t>(q_rows.size()), nkr = static_cast<std::int64_t>(k_rows.size());
+  g.o.resize(nqr, D);
+  g.dq.resize(nqr, D);
+  g.lse.resize(nqr);
+  for (std::int64_t n = 0; n < nqr; ++n) {
+    const std::int64_t i = q_rows[static_cast<std::size_t>(n)];
+    const Eigen::VectorXf s = (k * q.row(i).transpose()) * scale;
+    const Eigen::VectorXf dp = v * d_o.row(i).transpose();
+    Eigen::VectorXf ds(nk);
+    for (std::int64_t j = 0; j < nk; ++j) ds[j] = round(prob(i, j, s[j]) * (dp[j] - delta[i]));
+    g.dq.row(n) = ((k.transpose() * ds) * scale).transpose().unaryExpr(round);
+    g.o.row(n) = o_all.row(i);
+    g.lse[n] = lse[i];
+  }
+  g.dk.resize(nkr, D);
+  g.dv.resize(nkr, D);
+  for (std::int64_t n = 0; n < nkr; ++n) {
+    const std::int64_t j = k_rows[static_cast<std::size_t>(n)];
+    const Eigen::VectorXf s = (q * k.row(j).transpose()) * scale;
+    const Eigen::VectorXf dp = d_o * v.row(j).transpose();
+    Eigen::VectorXf pr(nq), ds(nq);
+    for (std::int64_t i = 0; i < nq; ++i) {
+      const float pij = prob(i, j, s[i]);
+      pr[i] = round(pij);
+      ds[i] = round(pij * (dp[i] - delta[i]));
+    }
+    g.dv.row(n) = (d_o.transpose() * pr).transpose().unaryExpr(round);
+    g.dk.row(n) = ((q.transpose() * ds) * scale).transpose().unaryExpr(round);
+  }
+  return g;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Verification
 
@@ -159,6 +228,28 @@ void append_rows(std::vector<float>& dst, const HostTensor& t, std::int64_t b, s
     for (std::int64_t d = 0; d < D; ++d) dst.push_back(t.get(from + d));
   }
 }
+// The largest |plain − ref| (and |ref|) of a tensor over the checked rows; non-finite pairs (−inf
+// LSE of a row that sees no key, on both sides) are exact.
+struct Errors {
+  double max_diff = 0, max_ref = 0;
+  template <class A, class B>
+  void add(const A& got, const B& ref) {
+    for (std::int64_t i = 0; i < ref.size(); ++i) {
+      const double g = got.data()[i], r = ref.data()[i];
+      if (!std::isfinite(g) || !std::isfinite(r)) continue;
+      max_diff = std::fmax(max_diff, std::fabs(g - r));
+      max_ref = std::fmax(max_ref, std::fabs(r));
+    }
+  }
+};
+
+double max_abs_diff(const std::vector<float>& got, const std::vector<double>& ref) {
+  double m = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    if (std::isfinite(got[i]) && std::isfinite(ref[i])) m = std::fmax(m, std::fabs(got[i] - ref[i]));
+  return m;
+}
+
 void append_matrix(std::vector<double>& dst, const MatrixD& m) {
   for (std::int64_t r = 0; r < m.rows(); ++r)
     for (std::int64_t c = 0; c < m.cols(); ++c) dst.push_back(m(r, c));
@@ -180,6 +271,9 @@ Verification verify_backward(const Problem& p, const AttentionData& data_any, co
   Rng rng(seed ^ 0xBAC4A2Dull);
   std::vector<float> g_o, g_lse, g_dq, g_dk, g_dv;
   std::vector<double> r_o, r_lse, r_dq, r_dk, r_dv;
+  // 16-bit stages: the plain implementation's error on the same rows, per tensor (max |plain − ref|).
+  const bool plain_rule = p.dtype != DType::float32;
+  Errors e_o, e_lse, e_dq, e_dk, e_dv;
   std::size_t q_count = 0, k_count = 0;
   double bound_o = 0, bound_dq = 0, bound_dk = 0, bound_dv = 0, max_abs_score = 0;
   for (const auto& [b, h] : heads) {
@@ -189,8 +283,18 @@ Verification verify_backward(const Problem& p, const AttentionData& data_any, co
     const auto q_rows = full ? all_indices(p.seq_q) : pick_rows(p.seq_q, first_seeing_row, sampled_rows, rng);
     const auto k_rows = full ? all_indices(p.seq_k) : pick_rows(p.seq_k, last_key_seen, sampled_rows, rng);
     q_count = q_rows.size(), k_count = k_rows.size();
-    const HeadGradientsF64 ref = head_backward_f64(p, head_f64(data.q, b, h), head_f64(data.k, b, h),
-                                                   head_f64(data.v, b, h), head_f64(data.d_o, b, h), q_rows, k_rows);
+    const MatrixD q = head_f64(data.q, b, h), k = head_f64(data.k, b, h), v = head_f64(data.v, b, h),
+                  d_o = head_f64(data.d_o, b, h);
+    const HeadGradientsF64 ref = head_backward_f64(p, q, k, v, d_o, q_rows, k_rows);
+    if (plain_rule) {
+      const HeadGradientsPlain plain =
+          head_backward_plain(p, q.cast<float>(), k.cast<float>(), v.cast<float>(), d_o.cast<float>(), q_rows, k_rows);
+      e_o.add(plain.o, ref.o);
+      e_dq.add(plain.dq, ref.dq);
+      e_dk.add(plain.dk, ref.dk);
+      e_dv.add(plain.dv, ref.dv);
+      e_lse.add(plain.lse, ref.lse);
+    }
     append_rows(g_o, got.o, b, h, q_rows);
     append_rows(g_dq, got.dq, b, h, q_rows);
     append_rows(g_dk, got.dk, b, h, k_rows);
@@ -207,12 +311,23 @@ Verification verify_backward(const Problem& p, const AttentionData& data_any, co
     bound_dv = std::max(bound_dv, ref.bound_dv);
     max_abs_score = std::max(max_abs_score, ref.max_abs_score);
   }
-  const double rel = backward_relative_tolerance(p, max_abs_score, safety);
   Verification v;
-  v.reports = {compare("dQ", g_dq, r_dq, Tolerance{rel * bound_dq, rel}),
-               compare("dK", g_dk, r_dk, Tolerance{rel * bound_dk, rel}),
-               compare("dV", g_dv, r_dv, Tolerance{rel * bound_dv, rel}),
-               compare("O", g_o, r_o, Tolerance{rel * bound_o, rel}), compare("LSE", g_lse, r_lse, kFloat32Tol)};
+  if (plain_rule) {
+    auto report = [&](const char* name, const std::vector<float>& got_values, const std::vector<double>& ref_values,
+                      const Errors& e, DType type) {
+      v.error_vs_plain = std::fmax(v.error_vs_plain, e.max_diff > 0 ? max_abs_diff(got_values, ref_values) / e.max_diff : 0);
+      return compare(name, got_values, ref_values, tolerance_from_plain(e.max_diff, e.max_ref, type));
+    };
+    v.reports = {report("dQ", g_dq, r_dq, e_dq, p.dtype), report("dK", g_dk, r_dk, e_dk, p.dtype),
+                 report("dV", g_dv, r_dv, e_dv, p.dtype), report("O", g_o, r_o, e_o, p.dtype),
+                 report("LSE", g_lse, r_lse, e_lse, DType::float32)};
+  } else {
+    const double rel = backward_relative_tolerance(p, max_abs_score, safety);
+    v.reports = {compare("dQ", g_dq, r_dq, Tolerance{rel * bound_dq, rel}),
+                 compare("dK", g_dk, r_dk, Tolerance{rel * bound_dk, rel}),
+                 compare("dV", g_dv, r_dv, Tolerance{rel * bound_dv, rel}),
+                 compare("O", g_o, r_o, Tolerance{rel * bound_o, rel}), compare("LSE", g_lse, r_lse, kFloat32Tol)};
+  }
   v.how = full ? "all rows" : std::to_string(heads.size()) + " heads, " + std::to_string(q_count) + " query rows and " +
                                   std::to_string(k_count) + " key rows each";
   v.against = "float64 backward (" + v.how + ")";

@@ -55,6 +55,22 @@ HeadGradientsF64 head_backward_f64(const Problem& p, const MatrixD& q, const Mat
                                    const std::vector<std::int64_t>& k_rows);
 std::vector<std::int64_t> all_indices(std::int64_t n);  // 0, 1, ..., n − 1
 
+// The plainest 16-bit backward, for the tolerance of fp16/bf16 stages (docs/tolerance.md): what a
+// tensor-core backward does, one step after the other in float32 on the same rows. The plain
+// forward of reference.hpp (P rounded to the dtype before P·V, O rounded) gives O, LSE and
+// D_i = rowsum(dO ∘ O); then P = exp(S − LSE) and dS = P ∘ (dP − D) in float32, both rounded to
+// the dtype before the products that use them (dV = Pᵀ dO, dK = scale·dSᵀ Q, dQ = scale·dS K,
+// float32 sums), each gradient rounded to the dtype. q, k, v, d_o: one head, as float.
+using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+struct HeadGradientsPlain {
+  MatrixF o, dq;  // q_rows.size() × D
+  Eigen::VectorXf lse;
+  MatrixF dk, dv;  // k_rows.size() × D
+};
+HeadGradientsPlain head_backward_plain(const Problem& p, const MatrixF& q, const MatrixF& k, const MatrixF& v,
+                                       const MatrixF& d_o, const std::vector<std::int64_t>& q_rows,
+                                       const std::vector<std::int64_t>& k_rows);
+
 // ---- verification ------------------------------------------------------------------------------
 // The tolerance of a float32 backward against float64, from the arithmetic (docs/06_cuda_backward.md):
 //   rel = safety · u · (sqrt(max(Nq, Nk) + D) + max|scaled score|),   u = 2^-24
@@ -68,7 +84,8 @@ Tolerance gradient_tolerance(std::span<const double> ref, double rel);
 
 // Compares `got` with the float64 backward: every row of every head (full = true), or the first
 // and last head with `sampled_rows` random query and key rows plus the edges (first, last, the
-// causal rows that see the fewest keys).
+// causal rows that see the fewest keys). float32: the bound above. fp16/bf16: the plain rule of
+// the forward (verify.hpp), with head_backward_plain on the same rows as the plain implementation.
 Verification verify_backward(const Problem& p, const AttentionData& data, const AttentionResult& got, bool full,
                              int sampled_rows, std::uint64_t seed, double safety = 8.0);
 // Compares two backward results of the same problem element by element (e.g. against the

@@ -134,3 +134,47 @@ TEST_CASE("rows that see no key: O = 0, LSE = -inf, dQ = 0, and they add nothing
   CHECK((g2.dk - g.dk).cwiseAbs().maxCoeff() == 0.0);
   CHECK((g2.dv - g.dv).cwiseAbs().maxCoeff() == 0.0);
 }
+
+// The 16-bit rule of the backward (verify_backward for fp16/bf16, backward.hpp): its yardstick,
+// the plain 16-bit backward, is within a few 16-bit roundings of float64; a result at float64's
+// gradients rounded to the dtype passes; one whose dK is off by 10 % of its scale fails. (bf16's
+// plain error is a few tenths of a percent of the gradients' scale, and the rule allows 4 times
+// it plus 4 roundings: a few percent. A wrong kernel is off by O(1).)
+TEST_CASE("the 16-bit backward rule: the plain backward is near float64, rounded float64 passes, a bent dK fails") {
+  for (const fa::DType type : {fa::DType::bfloat16, fa::DType::float16})
+    for (const bool causal : {false, true}) {
+      fa::Problem p = fa::testing::problem(37, 53, 32, causal, 1, 2);
+      p.dtype = type;
+      const fa::AttentionData data = make_data(p, 11, fa::InputKind::normal);
+      const fa::AttentionData exact = fa::as_float32(data);  // the 16-bit values, as float32
+      fa::AttentionResult r(p, fa::Pass::backward);
+      double dk_scale = 0;
+      for (std::int64_t h = 0; h < p.heads; ++h) {
+        const MatrixD q = fa::head_f64(exact.q, 0, h), k = fa::head_f64(exact.k, 0, h),
+                      v = fa::head_f64(exact.v, 0, h), d_o = fa::head_f64(exact.d_o, 0, h);
+        const auto qr = fa::all_indices(p.seq_q), kr = fa::all_indices(p.seq_k);
+        const fa::HeadGradientsF64 ref = fa::head_backward_f64(p, q, k, v, d_o, qr, kr);
+        const fa::HeadGradientsPlain plain =
+            fa::head_backward_plain(p, q.cast<float>(), k.cast<float>(), v.cast<float>(), d_o.cast<float>(), qr, kr);
+        const double u = fa::unit_roundoff(type);
+        // Within a few dozen roundings of the largest gradient: a plain backward, not a wrong one.
+        CHECK((plain.dq.cast<double>() - ref.dq).cwiseAbs().maxCoeff() <= 64 * u * ref.dq.cwiseAbs().maxCoeff());
+        CHECK((plain.dk.cast<double>() - ref.dk).cwiseAbs().maxCoeff() <= 64 * u * ref.dk.cwiseAbs().maxCoeff());
+        CHECK((plain.dv.cast<double>() - ref.dv).cwiseAbs().maxCoeff() <= 64 * u * ref.dv.cwiseAbs().maxCoeff());
+        // The result: float64 rounded to the dtype (the LSE in float32).
+        auto put = [&](fa::HostTensor& t, const MatrixD& m) {
+          for (std::int64_t i = 0; i < m.size(); ++i) t.set(t.head_offset(0, h) + i, static_cast<float>(m.data()[i]));
+        };
+        put(r.o, ref.o), put(r.dq, ref.dq), put(r.dk, ref.dk), put(r.dv, ref.dv);
+        for (std::int64_t i = 0; i < p.seq_q; ++i) r.lse.set(h * p.seq_q + i, static_cast<float>(ref.lse[i]));
+        dk_scale = std::max(dk_scale, ref.dk.cwiseAbs().maxCoeff());
+      }
+      const fa::Verification good = fa::verify_backward(p, data, r, true, 0, 1);
+      CHECK_MESSAGE(good.ok(), p.describe());
+      CHECK(good.error_vs_plain < fa::kPlainErrorMultiple);
+      r.dk.set(5, r.dk.get(5) + static_cast<float>(0.1 * dk_scale));
+      const fa::Verification bent = fa::verify_backward(p, data, r, true, 0, 1);
+      CHECK(bent.reports[0].ok());     // dQ
+      CHECK_FALSE(bent.reports[1].ok());  // dK
+    }
+}
