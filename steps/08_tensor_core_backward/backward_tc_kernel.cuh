@@ -1,0 +1,330 @@
+// Stage 08's kernels — the FlashAttention-2 backward on tensor cores: fp16 or bf16 Q, K, V, O, dO,
+// float32 accumulators, mma.sync.m16n8k16 for all five products.
+//
+// What changed from stage 06 (steps/06_cuda_backward/flash_backward.cu): the loop is the same
+// (one block per K/V tile, K_j and V_j resident, query tiles streamed, P recomputed from the saved
+// LSE, dQ by float atomics); the products moved from float32 FMAs to tensor cores, and with them
+// the data: the operands come from stage 07's swizzled tiles by ldmatrix, and the softmax's
+// gradient happens on accumulator fragments. What changed from stage 07's forward
+// (07_tensor_cores/flash_tc_kernel.cuh): the warps own keys, not queries.
+//
+//   block: Bc = 16·kWarps keys; warp w owns keys [16w, 16w + 16) of the tile, and its rows of dK, dV
+//   per query tile i of Br queries:
+//     Sᵀ  = K_w Q_iᵀ      16 keys × Br queries   A: K (ldmatrix), B: Q rows as columns (ldmatrix)
+//     dPᵀ = V_w dO_iᵀ     16 × Br                A: V, B: dO rows as columns
+//     Pᵀ  = 2^(Sᵀ·τlog2e − LSE_i·log2e),  dSᵀ = Pᵀ ∘ (dPᵀ − D_i)     on the accumulators
+//     dV_w += Pᵀ dO_i     A: Pᵀ packed to 16 bits in registers (the C→A identity of stage 07)
+//     dK_w += dSᵀ Q_i     A: dSᵀ packed, B: Q (ldmatrix.trans: k runs along Q's rows)
+//     dSᵀ → shared memory; then warp w owns queries [16w, 16w + 16) of the tile:
+//     dQ_i += dS K_j      A: dS (ldmatrix.trans of the stored dSᵀ), B: K (ldmatrix.trans)
+//                         added to a float32 dQ in global memory with atomics
+//
+// Computing Sᵀ rather than S is the design decision (FlashAttention-2's): Pᵀ and dSᵀ are then
+// born in the accumulator layout of the two products that sum over queries (dV, dK), so they stay
+// in registers; only dS makes one trip through shared memory, for the product that sums over
+// keys (dQ). Q_{i+1}, dO_{i+1} and their rows' LSE and D are copied (cp.async) while tile i is
+// computed: two buffers each.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/ptx/cp_async.cuh"
+#include "fa/cuda/ptx/ldmatrix.cuh"
+#include "fa/cuda/ptx/mma.cuh"
+
+namespace fa::step08 {
+
+using step07::SwizzledTile;
+
+// One launch: [B·H, N, D] tensors (T = __half or __nv_bfloat16), contiguous.
+template <class T>
+struct BackwardArgs {
+  const T* q;
+  const T* k;
+  const T* v;
+  const T* d_o;
+  // Per query row, padded to a multiple of Br per head (the preprocessing kernel writes them):
+  const float* lse2;   // LSE·log2(e); +inf for a row that sees no key and for the padding (P = 0)
+  const float* delta;  // D = rowsum(dO ∘ O); 0 for the padding
+  float* dq_accum;     // [B·H, Nq, D] float32, zeroed: Σ over key tiles of dS K (unscaled)
+  T* dk;
+  T* dv;
+  int seq_q, seq_k, seq_q_padded;
+  float scale;       // τ: dK = τ·dSᵀQ, dQ = τ·dS K (applied once, at the end)
+  float scale_log2;  // τ·log2(e): P = 2^(S·τlog2e − LSE·log2e)
+  bool causal;       // bottom-right: key j visible to query i iff j ≤ i + Nk − Nq
+};
+
+// The tile shape: head dim D, kWarps warps of 16 keys each (Bc = 16·kWarps keys per block), Br
+// queries per streamed tile (= 16·kWarps too: in the dQ product each warp owns 16 of them).
+template <int D_, int kWarps_, int kMinBlocks_>
+struct BackwardConfig {
+  static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_;
+  static constexpr int kThreads = 32 * kWarps, kBc = 16 * kWarps, kBr = 16 * kWarps;
+  using KVTile = SwizzledTile<kBc, D>;
+  using QTile = SwizzledTile<kBr, D>;
+  using DsTile = SwizzledTile<kBc, kBr>;  // dSᵀ: a row per key, a column per query
+  static_assert(kBr % 64 == 0, "dSᵀ's rows must be whole 128-byte swizzle rows");
+  // K, V; two buffers of Q and of dO; dSᵀ; two buffers of the rows' LSE·log2e and D.
+  static constexpr int kSmemBytes =
+      (2 * KVTile::kElements + 4 * QTile::kElements + DsTile::kElements) * 2 + 2 * 2 * kBr * 4;
+};
+
+// The query tiles a key tile [j0, j0 + Bc) meets: from the first query that sees key j0 (causal) to
+// the end, and from which one on every (key, query) pair is visible, so that no mask is needed.
+struct QueryTiles {
+  int begin = 0, end = 0, unmasked_from = 0;
+};
+__device__ __forceinline__ QueryTiles query_tiles(int j0, int Bc, int Br, int seq_q, int seq_k, bool causal) {
+  QueryTiles t;
+  t.end = (seq_q + Br - 1) / Br;
+  const int offset = seq_k - seq_q;
+  const bool key_tail = j0 + Bc > seq_k;
+  if (causal) {
+    const int first = max(0, j0 - offset);  // the first query that sees key j0
+    t.begin = min(first, seq_q) / Br;
+    if (first >= seq_q) t.begin = t.end;  // no query sees these keys
+    // Tile i needs no mask once its first query sees the tile's last key: i·Br ≥ j0 + Bc − 1 − offset.
+    const int need = j0 + Bc - 1 - offset;
+    t.unmasked_from = need <= 0 ? 0 : (need + Br - 1) / Br;
+  }
+  if (key_tail) t.unmasked_from = t.end;  // keys past Nk: every tile masks them
+  return t;
+}
+
+template <class T, class C>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel(const BackwardArgs<T> a) {
+  constexpr int D = C::D, Bc = C::kBc, Br = C::kBr, NQ = Br / 8, DT = D / 8;
+  using KVTile = typename C::KVTile;
+  using QTile = typename C::QTile;
+  extern __shared__ __align__(128) unsigned char smem[];
+  // Shared memory by 32-bit shared-window addresses (stage 07): K, V, Q[2], dO[2], dSᵀ, LSE2[2], D[2].
+  constexpr std::uint32_t kKV = KVTile::kElements * sizeof(T), kQ = QTile::kElements * sizeof(T);
+  const std::uint32_t k_tile = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  const std::uint32_t v_tile = k_tile + kKV, q_tiles = v_tile + kKV, do_tiles = q_tiles + 2 * kQ;
+  const std::uint32_t ds_tile = do_tiles + 2 * kQ;
+  unsigned char* ds_generic = smem + (ds_tile - k_tile);
+  float* rows_s = reinterpret_cast<float*>(ds_generic + C::DsTile::kElements * sizeof(T));  // [2][2][Br]
+  const std::uint32_t rows_tiles = ds_tile + C::DsTile::kElements * sizeof(T);
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const std::int64_t head = blockIdx.x;
+  const int j0 = blockIdx.y * Bc, key0 = j0 + 16 * warp;  // the block's and this warp's first key
+  const T* q = a.q + head * a.seq_q * D;
+  const T* d_o = a.d_o + head * a.seq_q * D;
+  const T* k = a.k + head * a.seq_k * D;
+  const T* v = a.v + head * a.seq_k * D;
+  const float* lse2 = a.lse2 + head * a.seq_q_padded;
+  const float* delta = a.delta + head * a.seq_q_padded;
+  const QueryTiles qt = query_tiles(j0, Bc, Br, a.seq_q, a.seq_k, a.causal);
+
+  // ldmatrix row addresses, one register per pattern, step k = XOR 32·k (stage 07's kernel):
+  //   "A": rows lane mod 16, chunk half lane / 16 (an A operand stored row-major, or .trans of
+  //        a B operand whose k runs along the stored rows: K, V as A; Q, dO, K as .trans B)
+  //   "B": rows lane mod 8 + 8·(lane / 16), chunk half (lane / 8) mod 2 (a B operand whose n runs
+  //        along the stored rows: Q, dO for Sᵀ, dPᵀ; and dSᵀ read .trans as dS's A operand)
+  const int chunk_a = (lane / 16) ^ (lane % 8), chunk_b = (lane / 8 % 2) ^ (lane % 8);
+  const int row_a = lane % 16, row_b = lane % 8 + 8 * (lane / 16);
+  const std::uint32_t k_as_a = k_tile + sizeof(T) * ((16 * warp + row_a) * 64 + chunk_a * 8);
+  const std::uint32_t v_as_a = v_tile + sizeof(T) * ((16 * warp + row_a) * 64 + chunk_a * 8);
+  const std::uint32_t k_as_bt = k_tile + sizeof(T) * (row_a * 64 + chunk_a * 8);   // + 16·ks rows
+  const std::uint32_t qdo_as_b = sizeof(T) * (row_b * 64 + chunk_b * 8);           // + the tile
+  const std::uint32_t qdo_as_bt = sizeof(T) * (row_a * 64 + chunk_a * 8);          // + the tile
+  // dSᵀ as dS's A operand: key rows 16·ks + row_b, query columns 16·warp + 8·((lane / 8) mod 2).
+  const int ds_chunk = 2 * warp + lane / 8 % 2;
+  const std::uint32_t ds_as_a =
+      ds_tile + sizeof(T) * ((ds_chunk / 8) * (Bc * 64) + row_b * 64 + (((ds_chunk % 8) ^ (lane % 8)) * 8));
+  // The address of column step `step` (16 wide) and row block `row_block` (16 rows) of a tile of
+  // `tile_rows` rows, from a pattern's base: the XOR within a 64-column block, constants beyond.
+  auto at = [](std::uint32_t base, int step, int row_block, int tile_rows) {
+    return (base ^ (step % 4) * 32) + sizeof(T) * ((step / 4) * (tile_rows * 64) + 16 * row_block * 64);
+  };
+
+  float dk[DT][4] = {}, dv[DT][4] = {};
+
+  if (qt.begin < qt.end) {
+    step07::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tile, k, j0, a.seq_k);
+    step07::load_tile_async<KVTile, Bc, D, C::kThreads>(v_tile, v, j0, a.seq_k);
+  }
+  // Q_i, dO_i and the rows' LSE·log2e and D of query tile i into buffer b.
+  auto load_query_tile = [&](int i, int b) {
+    step07::load_tile_async<QTile, Br, D, C::kThreads>(q_tiles + b * kQ, q, i * Br, a.seq_q);
+    step07::load_tile_async<QTile, Br, D, C::kThreads>(do_tiles + b * kQ, d_o, i * Br, a.seq_q);
+    // 2·Br floats: Br / 4 16-byte chunks each, from the padded arrays (no bound to check).
+    for (int c = threadIdx.x; c < Br / 2; c += C::kThreads) {
+      const float* from = c < Br / 4 ? lse2 + i * Br + 4 * c : delta + i * Br + 4 * (c - Br / 4);
+      ptx::cp_async16(rows_tiles + (b * 2 * Br + 4 * c) * 4u, from, true);
+    }
+  };
+  if (qt.begin < qt.end) load_query_tile(qt.begin, 0);
+  ptx::cp_async_commit();
+
+  for (int i = qt.begin; i < qt.end; ++i) {
+    const int b = (i - qt.begin) & 1;
+    ptx::cp_async_wait<0>();  // K, V (first tile) and this tile's Q, dO, LSE, D have landed ...
+    __syncthreads();          // ... for every thread; and every warp is done with tile i − 1
+    if (i + 1 < qt.end) load_query_tile(i + 1, b ^ 1);
+    ptx::cp_async_commit();
+    const std::uint32_t q_tile = q_tiles + b * kQ, do_tile = do_tiles + b * kQ;
+    const float* lse2_s = rows_s + b * 2 * Br;
+    const float* delta_s = lse2_s + Br;
+
+    // Sᵀ = K_w Q_iᵀ and dPᵀ = V_w dO_iᵀ: 16 keys × Br queries each, D/16 steps of k = 16.
+    float st[NQ][4] = {}, dpt[NQ][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      std::uint32_t ka[4], va[4];
+      ptx::ldmatrix_x4(ka, at(k_as_a, kk, 0, Bc));
+      ptx::ldmatrix_x4(va, at(v_as_a, kk, 0, Bc));
+#pragma unroll
+      for (int np = 0; np < NQ / 2; ++np) {
+        std::uint32_t qb[4], db[4];
+        ptx::ldmatrix_x4(qb, at(q_tile + qdo_as_b, kk, np, Br));
+        ptx::ldmatrix_x4(db, at(do_tile + qdo_as_b, kk, np, Br));
+        ptx::mma_m16n8k16<T>(st[2 * np], ka, {qb[0], qb[1]});
+        ptx::mma_m16n8k16<T>(st[2 * np + 1], ka, {qb[2], qb[3]});
+        ptx::mma_m16n8k16<T>(dpt[2 * np], va, {db[0], db[1]});
+        ptx::mma_m16n8k16<T>(dpt[2 * np + 1], va, {db[2], db[3]});
+      }
+    }
+
+    // Pᵀ and dSᵀ on the accumulators. This thread holds keys key0 + g (e < 2) and key0 + g + 8,
+    // queries 8n + 2t and 8n + 2t + 1 of the tile (e even, odd).
+    const bool masked = i < qt.unmasked_from;
+#pragma unroll
+    for (int n = 0; n < NQ; ++n) {
+      const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * n + 2 * t);
+      const float2 dd = *reinterpret_cast<const float2*>(delta_s + 8 * n + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float s = st[n][e];
+        if (masked) {
+          const int key = key0 + g + (e >= 2 ? 8 : 0), query = i * Br + 8 * n + 2 * t + (e & 1);
+          if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) s = -INFINITY;
+        }
+        const float p = ptx::ex2(fmaf(s, a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+        st[n][e] = p;
+        dpt[n][e] = p * (dpt[n][e] - ((e & 1) ? dd.y : dd.x));
+      }
+    }
+
+    // dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i: Br/16 steps of k = 16 queries; A from the accumulators.
+#pragma unroll
+    for (int ks = 0; ks < Br / 16; ++ks) {
+      const std::uint32_t pa[4] = {ptx::pack2<T>(st[2 * ks][0], st[2 * ks][1]), ptx::pack2<T>(st[2 * ks][2], st[2 * ks][3]),
+                                   ptx::pack2<T>(st[2 * ks + 1][0], st[2 * ks + 1][1]),
+                                   ptx::pack2<T>(st[2 * ks + 1][2], st[2 * ks + 1][3])};
+      const std::uint32_t da[4] = {ptx::pack2<T>(dpt[2 * ks][0], dpt[2 * ks][1]),
+                                   ptx::pack2<T>(dpt[2 * ks][2], dpt[2 * ks][3]),
+                                   ptx::pack2<T>(dpt[2 * ks + 1][0], dpt[2 * ks + 1][1]),
+                                   ptx::pack2<T>(dpt[2 * ks + 1][2], dpt[2 * ks + 1][3])};
+      // dSᵀ to shared memory for the dQ product: keys key0 + g (+8), queries 16ks + 8·half + 2t.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int chunk = 2 * ks + half;  // the query column's 16-byte chunk (a compile-time number)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = 16 * warp + g + 8 * r;  // row mod 8 = g
+          *reinterpret_cast<std::uint32_t*>(
+              ds_generic + sizeof(T) * ((chunk / 8) * (Bc * 64) + row * 64 + (((chunk % 8) ^ g) * 8) + 2 * t)) =
+              da[2 * half + r];
+        }
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        std::uint32_t ob[4], qb[4];
+        ptx::ldmatrix_x4_trans(ob, at(do_tile + qdo_as_bt, dp, ks, Br));
+        ptx::ldmatrix_x4_trans(qb, at(q_tile + qdo_as_bt, dp, ks, Br));
+        ptx::mma_m16n8k16<T>(dv[2 * dp], pa, {ob[0], ob[1]});
+        ptx::mma_m16n8k16<T>(dv[2 * dp + 1], pa, {ob[2], ob[3]});
+        ptx::mma_m16n8k16<T>(dk[2 * dp], da, {qb[0], qb[1]});
+        ptx::mma_m16n8k16<T>(dk[2 * dp + 1], da, {qb[2], qb[3]});
+      }
+    }
+    __syncthreads();  // dSᵀ complete
+
+    // dQ_i (this warp's 16 queries × D) = dS K_j: Bc/16 steps of k = 16 keys, then float atomics.
+    float dq[DT][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < Bc / 16; ++ks) {
+      std::uint32_t sa[4];
+      ptx::ldmatrix_x4_trans(sa, ds_as_a + sizeof(T) * (16 * ks * 64));
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        std::uint32_t kb[4];
+        ptx::ldmatrix_x4_trans(kb, at(k_as_bt, dp, ks, Bc));
+        ptx::mma_m16n8k16<T>(dq[2 * dp], sa, {kb[0], kb[1]});
+        ptx::mma_m16n8k16<T>(dq[2 * dp + 1], sa, {kb[2], kb[3]});
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int query = i * Br + 16 * warp + g + 8 * r;
+      if (query >= a.seq_q) continue;
+      float* row = a.dq_accum + (head * a.seq_q + query) * D + 2 * t;
+#pragma unroll
+      for (int n = 0; n < DT; ++n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float2*>(row + 8 * n), make_float2(dq[n][2 * r], dq[n][2 * r + 1]));
+#else
+        atomicAdd(row + 8 * n, dq[n][2 * r]);
+        atomicAdd(row + 8 * n + 1, dq[n][2 * r + 1]);
+#endif
+      }
+    }
+  }
+
+  // dK = τ·dSᵀQ and dV, this warp's 16 keys (rows ≥ Nk are not written). A key tile that no query
+  // sees writes zeros.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key0 + g + 8 * r;
+    if (key >= a.seq_k) continue;
+    const std::int64_t at_row = (head * a.seq_k + key) * D + 2 * t;
+#pragma unroll
+    for (int n = 0; n < DT; ++n) {
+      *reinterpret_cast<std::uint32_t*>(a.dk + at_row + 8 * n) =
+          ptx::pack2<T>(dk[n][2 * r] * a.scale, dk[n][2 * r + 1] * a.scale);
+      *reinterpret_cast<std::uint32_t*>(a.dv + at_row + 8 * n) = ptx::pack2<T>(dv[n][2 * r], dv[n][2 * r + 1]);
+    }
+  }
+}
+
+// D_i = rowsum(dO ∘ O) and LSE_i·log2(e) per query row, one warp per row, padded to Br rows per
+// head: the padding and the rows that see no key get LSE·log2e = +inf (so that P = 0 there) and D = 0.
+template <class T>
+__global__ void preprocess_kernel(const T* o, const T* d_o, const float* lse, float* lse2, float* delta,
+                                  long long heads, int seq_q, int seq_q_padded, int D) {
+  const long long row = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= heads * seq_q_padded) return;
+  const long long head = row / seq_q_padded;
+  const int i = static_cast<int>(row % seq_q_padded);
+  float sum = 0.0f, l2 = INFINITY;
+  if (i < seq_q) {
+    const long long at = (head * seq_q + i) * D;
+    for (int d = lane; d < D; d += 32)
+      sum = fmaf(static_cast<float>(o[at + d]), static_cast<float>(d_o[at + d]), sum);
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const float l = lse[head * seq_q + i];
+    if (l != -INFINITY) l2 = l * 1.4426950408889634f;
+  }
+  if (lane == 0) {
+    lse2[row] = l2;
+    delta[row] = sum;
+  }
+}
+
+// dQ = τ·(the float32 sum) in the inputs' type.
+template <class T>
+__global__ void convert_dq_kernel(const float* dq_accum, T* dq, long long n, float scale) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    dq[i] = static_cast<T>(dq_accum[i] * scale);
+}
+
+}  // namespace fa::step08

@@ -1,0 +1,66 @@
+// step08_tensor_core_backward — runs stage 08 (the backward on tensor cores, fp16/bf16, after
+// stage 07's forward) beside stage 06 (float32 on CUDA cores, on the same inputs converted to
+// float32), verifies dQ, dK, dV against the float64 backward (all or sampled rows, with the
+// tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time.
+//
+// What changed from stage 07's main: the pass is the backward (FLOPs = 2.5x the forward's), and
+// the comparison is stage 06.
+//
+//   build/steps/08_tensor_core_backward/step08_tensor_core_backward                the default sweep, bf16
+//   build/steps/08_tensor_core_backward/step08_tensor_core_backward --paper-shapes --dim 128 --sweep 4k --causal
+#include <iostream>
+#include <string>
+
+#include "08_tensor_core_backward/stage06_float32.cuh"
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
+#include "fa/cuda/stage_arch.cuh"
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/stage.hpp"
+
+int main(int argc, char** argv) {
+  fa::CliSpec spec;
+  spec.program = "step08_tensor_core_backward";
+  spec.summary = "FlashAttention-2's backward on tensor cores: fp16/bf16, mma.sync, dQ by float atomics (GPU)";
+  spec.defaults.batch = 1;
+  spec.defaults.heads = 16;
+  spec.defaults.dim = 64;
+  spec.defaults.dtype = fa::DType::bfloat16;
+  spec.default_sweep = {512, 1024, 2048, 4096};
+  spec.supports = fa::step08::kSupports;
+  spec.variants = {"flash", "flash-float32"};
+  spec.notes =
+      "kernel: one block per 64 keys (4 warps of 16 keys), query tiles of 64 streamed (cp.async, two\n"
+      "buffers), mma.sync.m16n8k16 for S^T, dP^T, dV, dK and dQ; dQ by float atomics into a float32\n"
+      "buffer, then converted. The forward is stage 07's.\n"
+      "memory beyond Q, K, V, O, LSE, dO and the gradients: dQ's float32 accumulator and two floats per\n"
+      "query row (D = rowsum(dO*O) and LSE*log2e), measured.\n"
+      "verification: float64 on all rows up to 4e9 FLOPs, sampled rows beyond, against the error of a\n"
+      "plain backward that rounds P and dS to the dtype (fa/backward.hpp).\n"
+      "flash-float32: stage 06 (after stage 05) on float32 copies of the inputs (D = 32, 64, 128).\n"
+      "--paper-shapes: B = 16384 / N and H = 2048 / D (the FlashAttention papers' sweep).\n"
+      "backward files: --load also reads do.npy; --save also writes dq.npy dk.npy dv.npy and do.npy";
+  fa::StageCli cli(spec);
+  bool paper_shapes = false;
+  cli.app().add_flag("--paper-shapes", paper_shapes, "B = 16384 / N and H = 2048 / D at each N")->group("stage 08");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  fa::RunOptions& opt = cli.options();
+  if (const auto exit_code = fa::refuse_on_this_device(spec.program, fa::step08::device_refusal(opt.problem)))
+    return *exit_code;
+
+  fa::StageDefinition def;
+  def.id = "08";
+  def.pass = fa::Pass::backward;
+  def.variants = {fa::gpu_backward_variant("08", "flash", /*ours=*/true, fa::step08::attention_forward,
+                                           fa::step08::attention_backward)};
+  if (fa::step08::stage06_runs(opt.problem)) def.variants.push_back(fa::step08::stage06_in_float32());
+  def.verify.max_full_flops = 4e9;  // the float64 backward on every row up to here, 24 sampled rows beyond
+  def.verify.sampled_rows = 24;
+  if (paper_shapes) {
+    if (const std::string why = fa::use_paper_shapes(opt, def); !why.empty()) {
+      std::cerr << spec.program << ": error: " << why << "\n";
+      return fa::kExitUsage;
+    }
+  }
+  fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);
+  return fa::run_stage(cli, def);
+}

@@ -1,0 +1,133 @@
+// Stage 08 — the host side: the problem's checks, the tile shape of each head dim, the three
+// launches (preprocessing, the key-tile kernel, dQ's conversion).
+//
+// What changed from stage 06 (steps/06_cuda_backward/flash_backward.cu): fp16/bf16 instead of
+// float32 (a template parameter T), the tensor-core kernel, and a float32 dQ accumulator beside
+// the 16-bit dQ (stage 06 accumulated into its float32 dQ directly).
+//
+// Build and run (verifies against float64 with the 16-bit rule, beside stage 06 in float32):
+//   cmake -S . -B build -G Ninja && cmake --build build --target step08_tensor_core_backward
+//   build/steps/08_tensor_core_backward/step08_tensor_core_backward              (--help for the flags)
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
+
+#include <climits>
+#include <cmath>
+
+#include "07_tensor_cores/tensor_cores.cuh"
+#include "08_tensor_core_backward/backward_tc_kernel.cuh"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/device.cuh"
+#include "fa/cuda/dtype.cuh"
+#include "fa/cuda/nvtx.cuh"
+#include "fa/cuda/shared_memory.cuh"
+#include "fa/cuda/stage_arch.cuh"
+
+namespace fa::step08 {
+
+namespace {
+
+// The tile shape per head dim: 4 warps of 16 keys (Bc = 64), query tiles of Br = 64.
+template <int D>
+using StageConfig = BackwardConfig<D, 4, 2>;
+
+template <class T, int D>
+void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx) {
+  using C = StageConfig<D>;
+  auto kernel = backward_tc_kernel<T, C>;
+  static const bool configured = [&] {
+    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared));
+    return true;
+  }();
+  (void)configured;
+  const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc));
+  ctx.kernel_begin("dkdv+dq");
+  kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(args);
+  FA_CUDA_CHECK_LAUNCH();
+  ctx.kernel_end("dkdv+dq");
+}
+
+template <class T>
+void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
+              const AttentionGradients& grads, DeviceContext& ctx) {
+  constexpr int kBr = 64;  // every StageConfig's query tile
+  const std::int64_t heads = p.heads_total();
+  const int seq_q_padded = static_cast<int>((p.seq_q + kBr - 1) / kBr * kBr);
+  float* dq_accum = ctx.scratch_as<float>("dq_accum", static_cast<std::size_t>(p.q_elements()));
+  float* lse2 = ctx.scratch_as<float>("lse2", static_cast<std::size_t>(heads * seq_q_padded));
+  float* delta = ctx.scratch_as<float>("delta", static_cast<std::size_t>(heads * seq_q_padded));
+  const float scale = p.softmax_scale();
+  const BackwardArgs<T> args{in.q.as<T>(), in.k.as<T>(),  in.v.as<T>(), d_o.as<T>(),
+                             lse2,         delta,         dq_accum,     grads.dk.as<T>(),
+                             grads.dv.as<T>(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), seq_q_padded,
+                             scale,        scale * static_cast<float>(M_LOG2E), p.causal};
+  NvtxRange range("step08/backward");
+  ctx.kernel_begin("preprocess");
+  FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<std::size_t>(p.q_elements()) * sizeof(float), ctx.stream));
+  const long long rows = heads * seq_q_padded;
+  preprocess_kernel<T><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, ctx.stream>>>(
+      o.as<T>(), args.d_o, lse.as<float>(), lse2, delta, heads, static_cast<int>(p.seq_q), seq_q_padded,
+      static_cast<int>(p.dim));
+  FA_CUDA_CHECK_LAUNCH();
+  ctx.kernel_end("preprocess");
+  switch (p.dim) {
+    case 32: launch<T, 32>(p, args, ctx); break;
+    case 64: launch<T, 64>(p, args, ctx); break;
+    case 96: launch<T, 96>(p, args, ctx); break;
+    default: launch<T, 128>(p, args, ctx); break;
+  }
+  ctx.kernel_begin("dq");
+  const long long n = p.q_elements();
+  const unsigned blocks = static_cast<unsigned>(std::min<long long>((n + 255) / 256, 132LL * 16));
+  convert_dq_kernel<T><<<blocks, 256, 0, ctx.stream>>>(dq_accum, grads.dq.as<T>(), n, scale);
+  FA_CUDA_CHECK_LAUNCH();
+  ctx.kernel_end("dq");
+}
+
+long long smem_at(std::int64_t dim) {
+  switch (dim) {
+    case 32: return StageConfig<32>::kSmemBytes;
+    case 64: return StageConfig<64>::kSmemBytes;
+    case 96: return StageConfig<96>::kSmemBytes;
+    default: return StageConfig<128>::kSmemBytes;
+  }
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  step07::attention_forward(p, in, out, ctx);
+}
+
+std::string device_refusal(const Problem& p) {
+  if (!cuda_skip_reason(kStageMinComputeCapability).empty()) return "";  // the harness skips
+  if (p.dim != 32 && p.dim != 64 && p.dim != 96 && p.dim != 128) return "";  // the CLI refuses it
+  if (std::string why = step07::device_refusal(p); !why.empty()) return why;
+  return shared_memory_refusal(smem_at(p.dim), "stage 08's backward kernel at D = " + std::to_string(p.dim));
+}
+
+void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  p.require(kSupports);
+  if (p.kv_heads() != p.heads) throw UsageError("stage 08 runs Hkv = Hq only (grouped heads: stage 10)");
+  if ((p.seq_k + 63) / 64 > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2 || p.heads_total() > INT_MAX)
+    throw UsageError("stage 08: Nk is at most 65535 key tiles of 64, and Nq, Nk, B·H fit 32-bit indices");
+  if (const std::string refusal = shared_memory_refusal(smem_at(p.dim), "stage 08's backward kernel at D = " +
+                                                                            std::to_string(p.dim));
+      !refusal.empty())
+    throw UsageError(refusal);
+  for (const void* ptr : {static_cast<const void*>(in.q.data), static_cast<const void*>(in.k.data),
+                          static_cast<const void*>(in.v.data), static_cast<const void*>(d_o.data),
+                          static_cast<const void*>(o.data), static_cast<const void*>(grads.dq.data),
+                          static_cast<const void*>(grads.dk.data), static_cast<const void*>(grads.dv.data)})
+    if (!aligned16(ptr)) throw UsageError("stage 08: every tensor must be 16-byte aligned (16-byte copies)");
+  if (p.dtype == DType::float16)
+    backward<__half>(p, in, o, lse, d_o, grads, ctx);
+  else
+    backward<__nv_bfloat16>(p, in, o, lse, d_o, grads, ctx);
+}
+
+}  // namespace fa::step08

@@ -1,0 +1,30 @@
+// Stage 08 — the FlashAttention-2 backward on tensor cores, fp16 and bf16 (backward_tc_kernel.cuh;
+// docs/08_tensor_core_backward.md). Stage 07's forward writes the O and LSE it starts from.
+#pragma once
+
+#include <string>
+
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/problem.hpp"
+#include "fa/tensor.hpp"
+
+namespace fa::step08 {
+
+// fp16 or bf16 in and out, float32 accumulators; D = 64 and 128 are the ones tuned.
+inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {32, 64, 96, 128}};
+
+// The stage's backward (a fa::DeviceBackward): device views of contiguous [B,H,N,D] tensors of
+// p.dtype (LSE float32), 16-byte aligned; dQ, dK, dV written completely. Extra device memory: a
+// float32 dQ accumulator (B·H·Nq·D) and two floats per query row (D and LSE·log2e, padded to the
+// query tile), from ctx's scratch. dQ's float atomics make its last bits vary from run to run.
+void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
+
+// The forward the backward pairs with: stage 07's.
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
+
+// For the stage's main: one line when this GPU cannot give the kernel its shared memory at p.dim
+// (or the forward's), empty otherwise.
+std::string device_refusal(const Problem& p);
+
+}  // namespace fa::step08

@@ -1,0 +1,181 @@
+// test_tensor_core_backward.cu — stage 08 on the GPU: dQ, dK, dV (and the forward's O, LSE) against
+// the float64 backward with the 16-bit rule (fa/backward.hpp) at awkward shapes, every head dim,
+// fp16 and bf16, causal with Nq != Nk both ways; large logits; against stage 06 in float32 on the
+// same inputs; the extra memory, measured; refusals. Every run writes into NaN-poisoned buffers.
+// The forward is stage 07's (the real pair). Needs a GPU of compute capability 8.0+ (exit 77
+// without one).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "06_cuda_backward/flash_backward.cuh"
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
+#include "fa/backward.hpp"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/reference.hpp"
+#include "fa/stage.hpp"
+#include "fa/testing.hpp"
+
+namespace {
+
+using fa::testing::problem;
+
+enum Report { kDq, kDk, kDv, kO, kLse };
+
+fa::Problem problem16(std::int64_t nq, std::int64_t nk, std::int64_t d, bool causal, std::int64_t b, std::int64_t h,
+                      fa::DType type = fa::DType::bfloat16) {
+  fa::Problem p = problem(nq, nk, d, causal, b, h);
+  p.dtype = type;
+  return p;
+}
+
+fa::AttentionData inputs(const fa::Problem& p, std::uint64_t seed, fa::InputKind kind = fa::InputKind::normal) {
+  return fa::make_case_inputs(p, fa::Pass::backward, seed, kind);
+}
+
+fa::GpuRun run(const fa::Problem& p, const fa::AttentionData& data) {
+  return fa::run_once(p, data, fa::step08::attention_forward, fa::step08::attention_backward);
+}
+
+void check(const fa::Verification& v, const std::string& what) {
+  std::string reports;
+  for (const fa::CompareReport& r : v.reports) reports += "\n  " + r.summary();
+  INFO(what << " (" << v.how << ", error / plain " << v.error_vs_plain << ")" << reports);
+  CHECK(v.ok());
+}
+
+}  // namespace
+
+TEST_CASE("stage 08 against float64: N = 1, tails, Nq != Nk both ways, causal, every head dim, fp16 and bf16") {
+  struct Shape {
+    std::int64_t nq, nk;
+  };
+  // N = 1; tails that are no multiple of 64; causal Nq > Nk (rows that see no key) and Nq < Nk;
+  // whole tiles; a key tail with whole query tiles and the reverse.
+  const Shape shapes[] = {{1, 1}, {1, 77}, {77, 1}, {64, 64}, {130, 130}, {200, 67}, {67, 200}, {128, 257}, {257, 128}};
+  int cases = 0;
+  for (const fa::DType type : {fa::DType::bfloat16, fa::DType::float16})
+    for (const std::int64_t d : {32, 64, 96, 128})
+      for (const bool causal : {false, true})
+        for (const Shape& s : shapes) {
+          const fa::Problem p = problem16(s.nq, s.nk, d, causal, 2, 2, type);
+          const fa::AttentionData data = inputs(p, 500 + cases);
+          check(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
+          ++cases;
+        }
+  CHECK(cases == 2 * 4 * 2 * 9);
+}
+
+TEST_CASE("stage 08 with large logits (scores 50..200) and ramp inputs") {
+  for (const bool causal : {false, true})
+    for (const std::int64_t d : {64, 128}) {
+      const fa::Problem p = problem16(150, 190, d, causal, 1, 3);
+      const fa::AttentionData big = inputs(p, 7, fa::InputKind::large_logits);
+      check(fa::verify_backward(p, big, run(p, big).out, true, 0, 1), p.describe() + " large logits");
+      const fa::AttentionData ramp = inputs(p, 8, fa::InputKind::ramp);
+      check(fa::verify_backward(p, ramp, run(p, ramp).out, true, 0, 1), p.describe() + " ramp");
+    }
+}
+
+TEST_CASE("stage 08 against stage 06 (float32 on the same inputs), both against float64") {
+  for (const bool causal : {false, true})
+    for (const std::int64_t d : {64, 128}) {
+      const fa::Problem p = problem16(300, 333, d, causal, 2, 2);
+      const fa::AttentionData data = inputs(p, 21);
+      const fa::GpuRun ours = run(p, data);
+      // Stage 05 + stage 06 on the inputs as float32 (exact), the result rounded to bf16.
+      fa::Problem p32 = p;
+      p32.dtype = fa::DType::float32;
+      const fa::DeviceBackward stage06 = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                            fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                            const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+        fa::step06::attention_backward(pp, in, o, lse, d_o, g, ctx, {});
+      };
+      const fa::GpuRun theirs32 = fa::run_once(p32, fa::as_float32(data), fa::step06::attention_forward, stage06);
+      fa::AttentionResult theirs(p, fa::Pass::backward);
+      for (auto [from, to] : {std::pair{&theirs32.out.o, &theirs.o}, std::pair{&theirs32.out.dq, &theirs.dq},
+                              std::pair{&theirs32.out.dk, &theirs.dk}, std::pair{&theirs32.out.dv, &theirs.dv}})
+        for (std::int64_t i = 0; i < to->numel(); ++i) to->set(i, from->get(i));
+      theirs.lse = theirs32.out.lse;
+      check(fa::verify_backward(p, data, theirs, true, 0, 1), p.describe() + " stage 06 (float32), rounded");
+      // Two results within the 16-bit rule of float64 are within twice it of each other; 5 % of
+      // the largest gradient is far above that rule and far below any wrong tile's error.
+      const fa::Verification pair = fa::compare_backward(ours.out, theirs, 0.05);
+      for (const Report r : {kDq, kDk, kDv}) {
+        INFO(p.describe() << ": stage 08 against stage 06: " << pair.reports[r].summary());
+        CHECK(pair.reports[r].ok());
+      }
+    }
+}
+
+TEST_CASE("rows that see no key (causal, Nq > Nk) get dQ = 0 and add nothing to dK, dV") {
+  const fa::Problem p = problem16(150, 40, 64, true, 1, 2);  // rows 0 .. 109 see no key
+  fa::AttentionData data = inputs(p, 31);
+  const fa::GpuRun a = run(p, data);
+  for (std::int64_t h = 0; h < p.heads; ++h)
+    for (std::int64_t i = 0; i < 110; ++i)
+      for (std::int64_t c = 0; c < p.dim; ++c) CHECK(a.out.dq.get((h * p.seq_q + i) * p.dim + c) == 0.0f);
+  // Their upstream gradient must not matter.
+  for (std::int64_t h = 0; h < p.heads; ++h)
+    for (std::int64_t i = 0; i < 110 * p.dim; ++i) data.d_o.set(h * p.seq_q * p.dim + i, 100.0f);
+  const fa::GpuRun b = run(p, data);
+  for (std::int64_t i = 0; i < a.out.dk.numel(); ++i) {
+    CHECK(a.out.dk.get(i) == b.out.dk.get(i));
+    CHECK(a.out.dv.get(i) == b.out.dv.get(i));
+  }
+  check(fa::verify_backward(p, data, b.out, true, 0, 1), p.describe());
+}
+
+TEST_CASE("sampled-row verification at the executable's size, causal") {
+  const fa::Problem p = problem16(2000, 2000, 128, true, 2, 4);
+  const fa::AttentionData data = inputs(p, 5);
+  const fa::Verification v = fa::verify_backward(p, data, run(p, data).out, false, 24, 5);
+  check(v, p.describe() + " sampled");
+  CHECK(v.reports[kDq].count >= 2 * 24 * 128);
+}
+
+TEST_CASE("memory: the dQ accumulator and two floats per (padded) query row, measured; nothing N×N") {
+  for (const std::int64_t n : {500, 1000, 2000}) {
+    const fa::Problem p = problem16(n, n, 64, true, 1, 4);
+    const fa::AttentionData data = inputs(p, 2);
+    const fa::GpuRun r = run(p, data);
+    const std::int64_t padded = (n + 63) / 64 * 64;
+    const std::int64_t expected = p.q_elements() * 4 + 2 * p.heads_total() * padded * 4;
+    MESSAGE("N=" << n << ": extra memory " << r.extra_bytes << " B (dQ accumulator + D + LSE·log2e: " << expected
+                 << " B)");
+    CHECK(r.extra_bytes == expected);
+  }
+}
+
+TEST_CASE("stage 08 refuses what it does not run, with one line") {
+  for (const std::int64_t d : {48, 256}) {
+    const fa::Problem p = problem16(8, 8, d, false, 1, 1);
+    const fa::AttentionData data = inputs(p, 1);
+    const fa::DeviceForward none = [](const fa::Problem&, const fa::AttentionInputs&, const fa::AttentionOutputs&,
+                                      fa::DeviceContext&) {};
+    CHECK_THROWS_AS(fa::run_once(p, data, none, fa::step08::attention_backward), fa::UsageError);
+  }
+  const fa::Problem p32 = problem(8, 8, 64, false, 1, 1);
+  const fa::AttentionData data = fa::make_case_inputs(p32, fa::Pass::backward, 1, fa::InputKind::normal);
+  const fa::DeviceForward none = [](const fa::Problem&, const fa::AttentionInputs&, const fa::AttentionOutputs&,
+                                    fa::DeviceContext&) {};
+  CHECK_THROWS_AS(fa::run_once(p32, data, none, fa::step08::attention_backward), fa::UsageError);
+}
+
+TEST_CASE("a dK that is never written fails the verification (the check can fail)") {
+  const fa::Problem p = problem16(70, 70, 64, true, 1, 2);
+  const fa::AttentionData data = inputs(p, 9);
+  const fa::DeviceBackward skips_dk = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                         fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                         const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step08::attention_backward(pp, in, o, lse, d_o, g, ctx);
+    FA_CUDA_CHECK(cudaMemset(g.dk.data, 0xFF, g.dk.bytes()));  // NaN again, as if skipped
+  };
+  const fa::Verification v =
+      fa::verify_backward(p, data, fa::run_once(p, data, fa::step08::attention_forward, skips_dk).out, true, 0, 1);
+  CHECK_FALSE(v.reports[kDk].ok());
+  CHECK(v.reports[kDq].ok());
+}
