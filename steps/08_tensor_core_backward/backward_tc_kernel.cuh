@@ -58,12 +58,15 @@ struct BackwardArgs {
   bool causal;       // bottom-right: key j visible to query i iff j ≤ i + Nk − Nq
 };
 
-// The tile shape: head dim D, kWarps warps of 16 keys each (Bc = 16·kWarps keys per block), Br
-// queries per streamed tile (= 16·kWarps too: in the dQ product each warp owns 16 of them).
+// The tile shape: head dim D, kWarps warps of 16 keys each (Bc = 16·kWarps keys per block), query
+// tiles of Br = 64. In the dQ product (64 queries × D) warp w owns queries 16·(w mod 4) .. +15 and
+// the (w / 4)-th of kWarps / 4 column blocks of D.
 template <int D_, int kWarps_, int kMinBlocks_>
 struct BackwardConfig {
   static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_;
-  static constexpr int kThreads = 32 * kWarps, kBc = 16 * kWarps, kBr = 16 * kWarps;
+  static constexpr int kThreads = 32 * kWarps, kBc = 16 * kWarps, kBr = 64;
+  static constexpr int kDqCols = D / (kWarps / 4);  // dQ columns per warp
+  static_assert(kWarps % 4 == 0 && kDqCols % 16 == 0, "dQ: 4 warps per column block of a multiple of 16");
   using KVTile = SwizzledTile<kBc, D>;
   using QTile = SwizzledTile<kBr, D>;
   using DsTile = SwizzledTile<kBc, kBr>;  // dSᵀ: a row per key, a column per query
@@ -133,12 +136,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   const std::uint32_t k_as_bt = k_tile + sizeof(T) * (row_a * 64 + chunk_a * 8);   // + 16·ks rows
   const std::uint32_t qdo_as_b = sizeof(T) * (row_b * 64 + chunk_b * 8);           // + the tile
   const std::uint32_t qdo_as_bt = sizeof(T) * (row_a * 64 + chunk_a * 8);          // + the tile
-  // dSᵀ as dS's A operand: key rows 16·ks + row_b, query columns 16·warp + 8·((lane / 8) mod 2).
-  const int ds_chunk = 2 * warp + lane / 8 % 2;
+  // dSᵀ as dS's A operand: key rows 16·ks + row_b, query columns 16·(warp mod 4) + 8·((lane / 8) mod 2).
+  const int dq_rows = 16 * (warp % 4), dq_col0 = C::kDqCols * (warp / 4);  // this warp's part of dQ_i
+  const int ds_chunk = dq_rows / 8 + lane / 8 % 2;
   const std::uint32_t ds_as_a =
       ds_tile + sizeof(T) * ((ds_chunk / 8) * (Bc * 64) + row_b * 64 + (((ds_chunk % 8) ^ (lane % 8)) * 8));
   // The address of column step `step` (16 wide) and row block `row_block` (16 rows) of a tile of
   // `tile_rows` rows, from a pattern's base: the XOR within a 64-column block, constants beyond.
+  // (dQ's column step depends on the warp: a per-thread number, computed once.)
   auto at = [](std::uint32_t base, int step, int row_block, int tile_rows) {
     return (base ^ (step % 4) * 32) + sizeof(T) * ((step / 4) * (tile_rows * 64) + 16 * row_block * 64);
   };
@@ -246,27 +251,28 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     }
     __syncthreads();  // dSᵀ complete
 
-    // dQ_i (this warp's 16 queries × D) = dS K_j: Bc/16 steps of k = 16 keys, then float atomics.
-    float dq[DT][4] = {};
+    // dQ_i (this warp's 16 queries × kDqCols) = dS K_j: Bc/16 steps of k = 16 keys, then atomics.
+    constexpr int QT = C::kDqCols / 8;
+    float dq[QT][4] = {};
 #pragma unroll
     for (int ks = 0; ks < Bc / 16; ++ks) {
       std::uint32_t sa[4];
       ptx::ldmatrix_x4_trans(sa, ds_as_a + sizeof(T) * (16 * ks * 64));
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
+      for (int dp = 0; dp < QT / 2; ++dp) {
         std::uint32_t kb[4];
-        ptx::ldmatrix_x4_trans(kb, at(k_as_bt, dp, ks, Bc));
+        ptx::ldmatrix_x4_trans(kb, at(k_as_bt, dq_col0 / 16 + dp, ks, Bc));
         ptx::mma_m16n8k16<T>(dq[2 * dp], sa, {kb[0], kb[1]});
         ptx::mma_m16n8k16<T>(dq[2 * dp + 1], sa, {kb[2], kb[3]});
       }
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int query = i * Br + 16 * warp + g + 8 * r;
+      const int query = i * Br + dq_rows + g + 8 * r;
       if (query >= a.seq_q) continue;
-      float* row = a.dq_accum + (head * a.seq_q + query) * D + 2 * t;
+      float* row = a.dq_accum + (head * a.seq_q + query) * D + dq_col0 + 2 * t;
 #pragma unroll
-      for (int n = 0; n < DT; ++n) {
+      for (int n = 0; n < QT; ++n) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         atomicAdd(reinterpret_cast<float2*>(row + 8 * n), make_float2(dq[n][2 * r], dq[n][2 * r + 1]));
 #else

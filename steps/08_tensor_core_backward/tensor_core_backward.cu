@@ -26,9 +26,13 @@ namespace fa::step08 {
 
 namespace {
 
-// The tile shape per head dim: 4 warps of 16 keys (Bc = 64), query tiles of Br = 64.
+// The tile shape per head dim: warps of 16 keys, query tiles of Br = 64.
 template <int D>
-using StageConfig = BackwardConfig<D, 4, 2>;
+struct StageConfigOf {
+  using type = BackwardConfig<D, 4, 2>;  // Bc = 64
+};
+template <int D>
+using StageConfig = typename StageConfigOf<D>::type;
 
 template <class T, int D>
 void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx) {

@@ -1,0 +1,87 @@
+// step08_tune — times stage 08's key-tile kernel (backward_tc_kernel.cuh) at the FlashAttention
+// paper shapes (B·N = 16384 tokens, H·D = 2048, bf16) under several tile shapes: warps per block
+// (16 keys each), blocks per SM. The measurements behind StageConfig in tensor_core_backward.cu.
+// A tuning aid: it verifies nothing (the tests and the stage executable do); the inputs are hashed
+// uniforms and the LSE a constant, which changes the values, not the work.
+//
+//   build/steps/08_tensor_core_backward/step08_tune [N ...]        (default N = 4096)
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "08_tensor_core_backward/backward_tc_kernel.cuh"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/device_buffer.cuh"
+#include "fa/cuda/event_timer.cuh"
+
+namespace {
+
+using namespace fa::step08;
+using T = __nv_bfloat16;
+
+__global__ void fill(T* x, long n, unsigned seed) {
+  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n; i += static_cast<long>(gridDim.x) * blockDim.x) {
+    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
+    h ^= h >> 16, h *= 0x7feb352du, h ^= h >> 15, h *= 0x846ca68bu, h ^= h >> 16;
+    x[i] = __float2bfloat16(3.4f * (static_cast<float>(h) / 4294967296.0f - 0.5f));
+  }
+}
+
+__global__ void fill_value(float* x, long n, float value) {
+  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n; i += static_cast<long>(gridDim.x) * blockDim.x)
+    x[i] = value;
+}
+
+template <class C>
+void row(long N, bool causal, const char* name) {
+  const long H = 2048 / C::D, B = 16384 / N;
+  fa::MemoryMeter meter;
+  const std::size_t n = static_cast<std::size_t>(B * H * N * C::D), rows = static_cast<std::size_t>(B * H * N);
+  fa::DeviceBuffer<T> q(meter, n), k(meter, n), v(meter, n), d_o(meter, n), dk(meter, n), dv(meter, n);
+  fa::DeviceBuffer<float> dq(meter, n), lse2(meter, rows), delta(meter, rows);
+  fill<<<1024, 256>>>(q.data(), static_cast<long>(n), 1u);
+  fill<<<1024, 256>>>(k.data(), static_cast<long>(n), 2u);
+  fill<<<1024, 256>>>(v.data(), static_cast<long>(n), 3u);
+  fill<<<1024, 256>>>(d_o.data(), static_cast<long>(n), 4u);
+  fill_value<<<1024, 256>>>(lse2.data(), static_cast<long>(rows), 12.0f);
+  fill_value<<<1024, 256>>>(delta.data(), static_cast<long>(rows), 0.1f);
+  FA_CUDA_CHECK_LAUNCH();
+  auto kernel = backward_tc_kernel<T, C>;
+  FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+  FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(C::D)));
+  const BackwardArgs<T> a{q.data(),  k.data(),      v.data(),  d_o.data(), lse2.data(), delta.data(),
+                          dq.data(), dk.data(),     dv.data(), static_cast<int>(N), static_cast<int>(N),
+                          static_cast<int>(N), scale, scale * static_cast<float>(M_LOG2E), causal};
+  const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((N + C::kBc - 1) / C::kBc));
+  const auto t = fa::time_device(
+      [&](cudaStream_t s) {
+        kernel<<<grid, C::kThreads, C::kSmemBytes, s>>>(a);
+        FA_CUDA_CHECK_LAUNCH();
+      },
+      nullptr, 3, 15);
+  const double flops = 2.5 * 4.0 * B * H * double(N) * N * C::D * (causal ? 0.5 : 1.0);
+  std::printf("  D=%-3d N=%-6ld %-8s %-26s %7.3f ms %6.1f TFLOP/s\n", C::D, N, causal ? "causal" : "full", name,
+              t.median_ms, flops / (t.median_ms * 1e-3) / 1e12);
+}
+
+#define FA_ROW(N, causal, ...) row<BackwardConfig<__VA_ARGS__>>(N, causal, #__VA_ARGS__)
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<long> sizes;
+  for (int i = 1; i < argc; ++i) sizes.push_back(std::atol(argv[i]));
+  if (sizes.empty()) sizes = {4096};
+  std::printf("BackwardConfig<D, warps (16 keys each), blocks per SM>, bf16, the key-tile kernel alone\n");
+  for (const long N : sizes)
+    for (const bool causal : {false, true}) {
+      FA_ROW(N, causal, 64, 4, 2);
+      FA_ROW(N, causal, 64, 8, 1);
+      FA_ROW(N, causal, 128, 4, 2);
+      FA_ROW(N, causal, 128, 4, 1);
+      FA_ROW(N, causal, 128, 8, 1);
+    }
+  return 0;
+}
