@@ -53,7 +53,12 @@ forward case it also
      whose output --save wrote: the first ok row of the stage's own variants (its file's stage);
   4. prints one line per case: ours TFLOP/s and its ratio to sdpa_flash and sdpa_cudnn, and the
      comparison's verdict; at the end a table of the ratios.
-The backward (--pass bwd) is not compared with a stage yet: with --stage-exe, give --pass fwd.
+The backward (--pass bwd, with a backward stage's executable: stage 08): the same, with dO saved as
+do.npy beside Q, K, V, the stage's --save writing dq.npy, dk.npy, dv.npy, and the comparison made on
+the gradients: reference dQ, dK, dV by autograd through the definition in --ref-dtype, one head at
+a time; e per tensor from the gradients of the first PyTorch backend that ran; the row's
+"vs_pytorch" holds each gradient's figures under "gradients" and the worst one's in the summary
+fields. With --stage-exe, give one pass: the stage's.
 
 A smoke test: --quick (N = 200 and 1000, 2k tokens, 3 reps, 1 warm-up; any option given overrides).
 
@@ -61,6 +66,8 @@ The H100 comparison of stage 07 (issue 11; 12 cases, a few minutes):
     python3 tools/compare_pytorch.py --json $OUT/compare_07_h100.json \\
         --stage-exe build-gpu/steps/07_tensor_cores/step07_tensor_cores --dtype bfloat16 \\
         --dim 64,128 --causal both --pass fwd --seq 1k,4k,16k --commit SHA
+and of stage 08 (issue 12), the same with --pass bwd and
+        --stage-exe build-gpu/steps/08_tensor_core_backward/step08_tensor_core_backward
 
 Exit codes: 0 written and every comparison ok; 1 written, but a stage run failed (its exit code was
 not 0, it wrote no results, no row of its own ran) or a comparison failed; 2 bad usage, no PyTorch
@@ -397,8 +404,8 @@ def check_args(args):
     for e in exes:
         if not (os.path.isfile(e) and os.access(e, os.X_OK)):
             raise UsageError("--stage-exe %s: not an executable file (build the stage first)" % e)
-    if exes and "bwd" in passes:
-        raise UsageError("--stage-exe compares the forward only (for now): give --pass fwd")
+    if exes and len(passes) != 1:
+        raise UsageError("--stage-exe compares one pass: give --pass fwd (a forward stage) or --pass bwd (a backward one)")
     try:
         extra = shlex.split(args.stage_args)
     except ValueError as e:
@@ -459,9 +466,14 @@ def main(argv=None):
                         print("%s: the inputs do not fit (%s)" % (name, str(e).split("\n")[0][:120]), flush=True)
                         inputs = None
                     for pass_name in passes:
-                        compare = bool(exes) and pass_name == "fwd" and inputs is not None
-                        ref = reference_attention(torch, *inputs[:3], causal, 1.0 / math.sqrt(d),
-                                                  dtypes_of(torch)[args.ref_dtype]) if compare else None
+                        compare = bool(exes) and inputs is not None
+                        ref = None
+                        if compare and pass_name == "fwd":
+                            ref = reference_attention(torch, *inputs[:3], causal, 1.0 / math.sqrt(d),
+                                                      dtypes_of(torch)[args.ref_dtype])
+                        elif compare:
+                            ref = reference_gradients(torch, *inputs, causal, 1.0 / math.sqrt(d),
+                                                      dtypes_of(torch)[args.ref_dtype])
                         torch_rows, torch_out = {}, {}
                         for b in wanted:
                             row, out = measure(torch, sdpa_kernel, backend_of[b], b, pass_name, inputs, batch,
@@ -479,13 +491,13 @@ def main(argv=None):
                                 "causal" if causal else "", row["status"],
                                 "%.3f ms %.1f TFLOP/s" % (row["median_ms"], row["tflops"]) if row["status"] == "ok"
                                 else row["note"][:80]), flush=True)
-                        if exes and pass_name == "fwd" and inputs is None:
+                        if exes and inputs is None:
                             failures += 1
                             summary.append("%s: FAILED: the inputs do not fit, no stage ran" % name)
                         if not compare:
                             continue
                         lse_torch = flash_lse(torch, *inputs[:3], causal, 1.0 / math.sqrt(d)) \
-                            if torch_rows.get("sdpa_flash", {}).get("status") == "ok" else None
+                            if torch_rows.get("sdpa_flash", {}).get("status") == "ok" and pass_name == "fwd" else None
                         torch.cuda.empty_cache()  # the stage gets the GPU's memory
                         for exe in exes:
                             for variant in variants:
@@ -510,7 +522,7 @@ def main(argv=None):
     doc["results"] = rows
     write_results(args.json, doc)
     if summary:
-        print("\n== ours against PyTorch (forward TFLOP/s; vs_pytorch: the output check)")
+        print("\n== ours against PyTorch (TFLOP/s; vs_pytorch: the output check)")
         for line in summary:
             print("  " + line)
     print("%s: %d rows written to %s" % (PROG, len(rows), args.json))
@@ -589,6 +601,11 @@ def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, 
             if keep_output and not bwd:
                 with torch.no_grad():
                     out = forward()  # untimed, after the memory was read
+            elif keep_output:  # untimed: O and the gradients, once more
+                for t in (q, k, v):
+                    t.grad = None
+                o.backward(d_o, retain_graph=True)
+                out = (o.detach().clone(), q.grad.clone(), k.grad.clone(), v.grad.clone())
         if bwd:
             del o
             for t in (q, k, v):
@@ -651,6 +668,39 @@ def reference_attention(torch, q, k, v, causal, scale, dtype, budget_bytes=1 << 
     return o.reshape(b, h, nq, d), lse.reshape(b, h, nq)
 
 
+def reference_gradients(torch, q, k, v, d_o, causal, scale, dtype):
+    """O, LSE [B,H,Nq], dQ, dK, dV in `dtype` from the definition, by autograd one head at a time
+    (the scores of one head, N², a few times over: 8 GiB in float64 at N = 16k). A row that sees no
+    key: O = 0, LSE = -inf, and it adds nothing to any gradient. TF32 is off while it runs."""
+    b, h, nq, d = q.shape
+    nk = k.shape[2]
+    o, dq = (torch.empty((b, h, nq, d), dtype=dtype, device=q.device) for _ in range(2))
+    lse = torch.empty((b, h, nq), dtype=dtype, device=q.device)
+    dk, dv = (torch.empty((b, h, nk, d), dtype=dtype, device=q.device) for _ in range(2))
+    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        cols = torch.arange(nk, device=q.device).unsqueeze(0)
+        rows = torch.arange(nq, device=q.device).unsqueeze(1)
+        for bi in range(b):
+            for hi in range(h):
+                qq, kk, vv = (t[bi, hi].to(dtype).requires_grad_(True) for t in (q, k, v))
+                s = torch.matmul(qq, kk.transpose(0, 1)) * scale
+                if causal:
+                    s = s.masked_fill(cols > rows + (nk - nq), -math.inf)
+                m = torch.logsumexp(s, dim=-1, keepdim=True)
+                seen = torch.isfinite(m)
+                p = torch.where(seen, torch.exp(s - torch.where(seen, m, torch.zeros_like(m))), torch.zeros_like(s))
+                oo = torch.matmul(p, vv)
+                oo.backward(d_o[bi, hi].to(dtype))
+                o[bi, hi], lse[bi, hi] = oo.detach(), m.detach().squeeze(-1)
+                dq[bi, hi], dk[bi, hi], dv[bi, hi] = qq.grad, kk.grad, vv.grad
+                del qq, kk, vv, s, m, p, oo
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
+    return o, lse, dq, dk, dv
+
+
 def flash_lse(torch, q, k, v, causal, scale):
     """PyTorch's flash backend's LSE [B,H,Nq] (float32), through its private op; None where this
     PyTorch has no such op or it refuses the case."""
@@ -677,7 +727,9 @@ def tensor_bytes(t):
 
 def save_inputs(torch, folder, inputs, dtype_name):
     descr = npy_descr(dtype_name)
-    for name, t in zip(("q", "k", "v"), inputs[:3]):
+    for name, t in zip(("q", "k", "v", "do"), inputs):
+        if t is None:  # no dO: a forward case
+            continue
         # bfloat16 -> float32 is exact: the file holds the bf16 values, which the stage's
         # --dtype bfloat16 rounds back to themselves.
         t = t.float() if descr == "<f4" else t.half()
@@ -771,7 +823,10 @@ def run_stage_case(torch, args, exe, variant, extra, inputs, dtype_name, causal,
 
 
 def compare_with_torch(torch, out_dir, inputs, dtype_name, ref, torch_rows, torch_out, lse_torch, ref_dtype):
-    """The vs_pytorch object of a stage row: its O against PyTorch's and against the reference."""
+    """The vs_pytorch object of a stage row: its O (a forward) or its dQ, dK, dV (a backward) against
+    PyTorch's and against the reference."""
+    if len(ref) == 5:
+        return compare_gradients_with_torch(torch, out_dir, inputs, dtype_name, ref, torch_rows, torch_out, ref_dtype)
     q = inputs[0]
     shape = tuple(q.shape)
     o = load_output(torch, os.path.join(out_dir, "o.npy"), shape).to(q.device)
@@ -798,6 +853,36 @@ def compare_with_torch(torch, out_dir, inputs, dtype_name, ref, torch_rows, torc
                lse_torch_max_abs_ref=lres["plain_error"] if lse_torch is not None else None,
                lse_ok=(lres["bad"] == 0) if lse_torch is not None else None)
     out["ok"] = res["bad"] == 0 and out["lse_ok"] is not False
+    return out
+
+
+def compare_gradients_with_torch(torch, out_dir, inputs, dtype_name, ref, torch_rows, torch_out, ref_dtype):
+    """A backward stage's dQ, dK, dV against the reference gradients, with the rule of the forward:
+    e = max|torch − ref| of the first PyTorch backend that ran (its gradients), per tensor."""
+    q = inputs[0]
+    shape, shape_k = tuple(q.shape), tuple(inputs[1].shape)
+    backend = comparison_backend(torch_rows)
+    theirs = torch_out.get(backend) if backend else None
+    u = UNIT_ROUNDOFF[dtype_name]
+    out = {"backend": backend, "reference": "%s autograd (all rows)" % ref_dtype, "ok": True, "gradients": {}}
+    worst = None
+    for i, name in ((2, "dq"), (3, "dk"), (4, "dv")):
+        got = load_output(torch, os.path.join(out_dir, name + ".npy"), shape if name == "dq" else shape_k).to(q.device)
+        res = judge(torch, got, ref[i], theirs[i - 1] if theirs is not None else None, u)
+        g = {"max_abs_ref": res["max_abs"], "torch_max_abs_ref": res["plain_error"] if theirs is not None else None,
+             "rel_frobenius_ref": res["rel_frobenius"], "atol": res["atol"], "bad": res["bad"],
+             "first_bad": unravel(res["first_bad"], tuple(got.shape)) if res["first_bad"] is not None else None}
+        if theirs is not None:
+            g["max_abs"] = compare_arrays(torch, got.to(torch.float64), theirs[i - 1].to(torch.float64), 0.0, 0.0)["max_abs"]
+        out["gradients"][name] = g
+        out["ok"] = out["ok"] and res["bad"] == 0
+        if worst is None or res["bad"] > worst[1]["bad"] or (res["bad"] == worst[1]["bad"] and res["max_abs"] / max(
+                res["atol"], 1e-30) > worst[1]["max_abs_ref"] / max(worst[1]["atol"], 1e-30)):
+            worst = (name, g)
+    # The summary fields of the forward's object, from the worst gradient (verdict_text reads them).
+    name, g = worst
+    out.update(worst=name, max_abs_ref=g["max_abs_ref"], atol=g["atol"], bad=g["bad"], first_bad=g["first_bad"],
+               max_abs=g.get("max_abs"), lse_ok=None)
     return out
 
 

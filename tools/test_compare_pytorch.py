@@ -271,7 +271,7 @@ class Usage(unittest.TestCase):
             (["--json", out, "--seq", "1k,zero"], "not a size"),
             (["--json", out, "--dim", "96"], "not a multiple"),
             (["--json", out, "--stage-exe", "/no/such/stage"], "not an executable"),
-            (["--json", out, "--stage-exe", sys.executable], "--pass fwd"),  # the backward is not compared yet
+            (["--json", out, "--stage-exe", sys.executable], "--pass fwd"),  # one pass with a stage
             (["--json", out, "--stage-exe", sys.executable, "--pass", "fwd", "--stage-args", "'open"], "--stage-args"),
             (["--json", out, "--causal", "maybe"], "--causal"),  # argparse's own errors: one line too
             (["--json", out, "--reps"], "--reps"),

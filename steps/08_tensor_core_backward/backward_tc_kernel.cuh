@@ -164,14 +164,19 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       ptx::cp_async16(rows_tiles + (b * 2 * Br + 4 * c) * 4u, from, true);
     }
   };
-  if (qt.begin < qt.end) load_query_tile(qt.begin, 0);
+  // The blocks of one head would all start at the same query tile and add to the same dQ rows at
+  // the same time; each starts at its own instead (key tile index mod the count) and wraps around.
+  // The sum does not depend on the order.
+  const int count = qt.end - qt.begin, first = count > 0 ? static_cast<int>(blockIdx.y) % count : 0;
+  auto tile_at = [&](int n) { return qt.begin + (first + n) % count; };
+  if (count > 0) load_query_tile(tile_at(0), 0);
   ptx::cp_async_commit();
 
-  for (int i = qt.begin; i < qt.end; ++i) {
-    const int b = (i - qt.begin) & 1;
+  for (int n = 0; n < count; ++n) {
+    const int i = tile_at(n), b = n & 1;
     ptx::cp_async_wait<0>();  // K, V (first tile) and this tile's Q, dO, LSE, D have landed ...
-    __syncthreads();          // ... for every thread; and every warp is done with tile i − 1
-    if (i + 1 < qt.end) load_query_tile(i + 1, b ^ 1);
+    __syncthreads();          // ... for every thread; and every warp is done with the tile before
+    if (n + 1 < count) load_query_tile(tile_at(n + 1), b ^ 1);
     ptx::cp_async_commit();
     const std::uint32_t q_tile = q_tiles + b * kQ, do_tile = do_tiles + b * kQ;
     const float* lse2_s = rows_s + b * 2 * Br;

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   spec.supports = fa::step08::kSupports;
   spec.variants = {"flash", "flash-float32"};
   spec.notes =
-      "kernel: one block per 64 keys (4 warps of 16 keys), query tiles of 64 streamed (cp.async, two\n"
+      "kernel: one block per 128 keys (8 warps of 16 keys), query tiles of 64 streamed (cp.async, two\n"
       "buffers), mma.sync.m16n8k16 for S^T, dP^T, dV, dK and dQ; dQ by float atomics into a float32\n"
       "buffer, then converted. The forward is stage 07's.\n"
       "memory beyond Q, K, V, O, LSE, dO and the gradients: dQ's float32 accumulator and two floats per\n"

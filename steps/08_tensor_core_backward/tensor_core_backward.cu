@@ -29,7 +29,7 @@ namespace {
 // The tile shape per head dim: warps of 16 keys, query tiles of Br = 64.
 template <int D>
 struct StageConfigOf {
-  using type = BackwardConfig<D, 4, 2>;  // Bc = 64
+  using type = BackwardConfig<D, 8, 1>;  // Bc = 128
 };
 template <int D>
 using StageConfig = typename StageConfigOf<D>::type;
@@ -117,8 +117,8 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
                         ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
   p.require(kSupports);
   if (p.kv_heads() != p.heads) throw UsageError("stage 08 runs Hkv = Hq only (grouped heads: stage 10)");
-  if ((p.seq_k + 63) / 64 > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2 || p.heads_total() > INT_MAX)
-    throw UsageError("stage 08: Nk is at most 65535 key tiles of 64, and Nq, Nk, B·H fit 32-bit indices");
+  if ((p.seq_k + 127) / 128 > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2 || p.heads_total() > INT_MAX)
+    throw UsageError("stage 08: Nk is at most 65535 key tiles of 128, and Nq, Nk, B·H fit 32-bit indices");
   if (const std::string refusal = shared_memory_refusal(smem_at(p.dim), "stage 08's backward kernel at D = " +
                                                                             std::to_string(p.dim));
       !refusal.empty())

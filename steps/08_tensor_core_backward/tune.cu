@@ -80,7 +80,6 @@ int main(int argc, char** argv) {
       FA_ROW(N, causal, 64, 4, 2);
       FA_ROW(N, causal, 64, 8, 1);
       FA_ROW(N, causal, 128, 4, 2);
-      FA_ROW(N, causal, 128, 4, 1);
       FA_ROW(N, causal, 128, 8, 1);
     }
   return 0;
