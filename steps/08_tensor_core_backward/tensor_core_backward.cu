@@ -26,7 +26,10 @@ namespace fa::step08 {
 
 namespace {
 
-// The tile shape per head dim: warps of 16 keys, query tiles of Br = 64.
+// The tile shape per head dim: warps of 16 keys, query tiles of Br = 64. 8 warps (Bc = 128, one
+// block per SM at 255 registers) against 4 (Bc = 64, two blocks): 1.7-1.9x at N = 4k, 1.03-1.23x at
+// 16k (docs/results/step08_tune_h100.txt): half the blocks per head add to the same dQ rows, and
+// each Q/dO tile copied serves twice the keys.
 template <int D>
 struct StageConfigOf {
   using type = BackwardConfig<D, 8, 1>;  // Bc = 128
