@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step08::kSupports;
-  spec.variants = {"flash", "flash-float32"};
+  spec.variants = {"flash", "flash-deterministic", "flash-float32"};
   spec.notes =
       "kernel: one block per 128 keys (8 warps of 16 keys), query tiles of 64 streamed (cp.async, two\n"
       "buffers), mma.sync.m16n8k16 for S^T, dP^T, dV, dK and dQ; dQ by float atomics into a float32\n"
@@ -36,22 +36,35 @@ int main(int argc, char** argv) {
       "query row (D = rowsum(dO*O) and LSE*log2e), measured.\n"
       "verification: float64 on all rows up to 4e9 FLOPs, sampled rows beyond, against the error of a\n"
       "plain backward that rounds P and dS to the dtype (fa/backward.hpp).\n"
+      "--deterministic: dQ by a second kernel over query tiles, in registers, in a fixed order (bitwise\n"
+      "                reproducible; S and dP computed twice); the variant is then flash-deterministic.\n"
       "flash-float32: stage 06 (after stage 05) on float32 copies of the inputs (D = 32, 64, 128).\n"
       "--paper-shapes: B = 16384 / N and H = 2048 / D (the FlashAttention papers' sweep).\n"
       "backward files: --load also reads do.npy; --save also writes dq.npy dk.npy dv.npy and do.npy";
   fa::StageCli cli(spec);
   bool paper_shapes = false;
+  fa::step08::BackwardOptions options;
   cli.app().add_flag("--paper-shapes", paper_shapes, "B = 16384 / N and H = 2048 / D at each N")->group("stage 08");
+  cli.app().add_flag("--deterministic", options.deterministic, "bitwise-reproducible dQ (variant flash-deterministic)")
+      ->group("stage 08");
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   fa::RunOptions& opt = cli.options();
+  // One flash variant, named by its dQ mode; --variant flash-deterministic asks for that mode too.
+  if (opt.variant == "flash-deterministic") options.deterministic = true;
+  const std::string flash = options.deterministic ? "flash-deterministic" : "flash";
+  if (opt.variant == "flash") opt.variant = flash;
   if (const auto exit_code = fa::refuse_on_this_device(spec.program, fa::step08::device_refusal(opt.problem)))
     return *exit_code;
 
   fa::StageDefinition def;
   def.id = "08";
   def.pass = fa::Pass::backward;
-  def.variants = {fa::gpu_backward_variant("08", "flash", /*ours=*/true, fa::step08::attention_forward,
-                                           fa::step08::attention_backward)};
+  const fa::DeviceBackward backward = [options](const fa::Problem& p, const fa::AttentionInputs& in,
+                                                fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                                const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step08::attention_backward(p, in, o, lse, d_o, g, ctx, options);
+  };
+  def.variants = {fa::gpu_backward_variant("08", flash, /*ours=*/true, fa::step08::attention_forward, backward)};
   if (fa::step08::stage06_runs(opt.problem)) def.variants.push_back(fa::step08::stage06_in_float32());
   def.verify.max_full_flops = 4e9;  // the float64 backward on every row up to here, 24 sampled rows beyond
   def.verify.sampled_rows = 24;

@@ -37,17 +37,44 @@ struct StageConfigOf {
 template <int D>
 using StageConfig = typename StageConfigOf<D>::type;
 
-template <class T, int D>
-void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx) {
-  using C = StageConfig<D>;
-  auto kernel = backward_tc_kernel<T, C>;
-  static const bool configured = [&] {
-    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes));
+// The deterministic dQ kernel's shape: 4 warps of 16 queries, key tiles of 64, two blocks per SM.
+template <int D>
+using DqStageConfig = DqConfig<D, 4, 64, 2>;
+
+template <auto kernel, int smem>
+void configure_once() {
+  static const bool configured = [] {
+    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        cudaSharedmemCarveoutMaxShared));
     return true;
   }();
   (void)configured;
+}
+
+template <class T, int D>
+void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
+  using C = StageConfig<D>;
+  if (dq_deterministic) {
+    constexpr auto kernel = backward_tc_kernel<T, C, false>;
+    configure_once<kernel, C::kSmemBytes>();
+    const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc));
+    ctx.kernel_begin("dkdv");
+    kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(args);
+    FA_CUDA_CHECK_LAUNCH();
+    ctx.kernel_end("dkdv");
+    using Q = DqStageConfig<D>;
+    constexpr auto dq_kernel = backward_dq_kernel<T, Q>;
+    configure_once<dq_kernel, Q::kSmemBytes>();
+    const dim3 dq_grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_q + Q::kBr - 1) / Q::kBr));
+    ctx.kernel_begin("dq");
+    dq_kernel<<<dq_grid, Q::kThreads, Q::kSmemBytes, ctx.stream>>>(args, dq_deterministic);
+    FA_CUDA_CHECK_LAUNCH();
+    ctx.kernel_end("dq");
+    return;
+  }
+  constexpr auto kernel = backward_tc_kernel<T, C>;
+  configure_once<kernel, C::kSmemBytes>();
   const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc));
   ctx.kernel_begin("dkdv+dq");
   kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(args);
@@ -57,11 +84,12 @@ void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx) {
 
 template <class T>
 void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
-              const AttentionGradients& grads, DeviceContext& ctx) {
+              const AttentionGradients& grads, DeviceContext& ctx, bool deterministic) {
   constexpr int kBr = 64;  // every StageConfig's query tile
   const std::int64_t heads = p.heads_total();
   const int seq_q_padded = static_cast<int>((p.seq_q + kBr - 1) / kBr * kBr);
-  float* dq_accum = ctx.scratch_as<float>("dq_accum", static_cast<std::size_t>(p.q_elements()));
+  float* dq_accum =
+      deterministic ? nullptr : ctx.scratch_as<float>("dq_accum", static_cast<std::size_t>(p.q_elements()));
   float* lse2 = ctx.scratch_as<float>("lse2", static_cast<std::size_t>(heads * seq_q_padded));
   float* delta = ctx.scratch_as<float>("delta", static_cast<std::size_t>(heads * seq_q_padded));
   const float scale = p.softmax_scale();
@@ -71,19 +99,22 @@ void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, Co
                              scale,        scale * static_cast<float>(M_LOG2E), p.causal};
   NvtxRange range("step08/backward");
   ctx.kernel_begin("preprocess");
-  FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<std::size_t>(p.q_elements()) * sizeof(float), ctx.stream));
+  if (!deterministic)
+    FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<std::size_t>(p.q_elements()) * sizeof(float), ctx.stream));
   const long long rows = heads * seq_q_padded;
   preprocess_kernel<T><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, ctx.stream>>>(
       o.as<T>(), args.d_o, lse.as<float>(), lse2, delta, heads, static_cast<int>(p.seq_q), seq_q_padded,
       static_cast<int>(p.dim));
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("preprocess");
+  T* dq_out = deterministic ? grads.dq.as<T>() : nullptr;
   switch (p.dim) {
-    case 32: launch<T, 32>(p, args, ctx); break;
-    case 64: launch<T, 64>(p, args, ctx); break;
-    case 96: launch<T, 96>(p, args, ctx); break;
-    default: launch<T, 128>(p, args, ctx); break;
+    case 32: launch<T, 32>(p, args, ctx, dq_out); break;
+    case 64: launch<T, 64>(p, args, ctx, dq_out); break;
+    case 96: launch<T, 96>(p, args, ctx, dq_out); break;
+    default: launch<T, 128>(p, args, ctx, dq_out); break;
   }
+  if (deterministic) return;
   ctx.kernel_begin("dq");
   const long long n = p.q_elements();
   const unsigned blocks = static_cast<unsigned>(std::min<long long>((n + 255) / 256, 132LL * 16));
@@ -92,12 +123,14 @@ void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, Co
   ctx.kernel_end("dq");
 }
 
+// The larger of the two kernels' shared memory at D (the key-tile kernel's, at every D here).
 long long smem_at(std::int64_t dim) {
+  auto larger = [](long long a, long long b) { return a > b ? a : b; };
   switch (dim) {
-    case 32: return StageConfig<32>::kSmemBytes;
-    case 64: return StageConfig<64>::kSmemBytes;
-    case 96: return StageConfig<96>::kSmemBytes;
-    default: return StageConfig<128>::kSmemBytes;
+    case 32: return larger(StageConfig<32>::kSmemBytes, DqStageConfig<32>::kSmemBytes);
+    case 64: return larger(StageConfig<64>::kSmemBytes, DqStageConfig<64>::kSmemBytes);
+    case 96: return larger(StageConfig<96>::kSmemBytes, DqStageConfig<96>::kSmemBytes);
+    default: return larger(StageConfig<128>::kSmemBytes, DqStageConfig<128>::kSmemBytes);
   }
 }
 
@@ -117,7 +150,8 @@ std::string device_refusal(const Problem& p) {
 }
 
 void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
-                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,
+                        const BackwardOptions& options) {
   p.require(kSupports);
   if (p.kv_heads() != p.heads) throw UsageError("stage 08 runs Hkv = Hq only (grouped heads: stage 10)");
   if ((p.seq_k + 127) / 128 > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2 || p.heads_total() > INT_MAX)
@@ -132,9 +166,9 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
                           static_cast<const void*>(grads.dk.data), static_cast<const void*>(grads.dv.data)})
     if (!aligned16(ptr)) throw UsageError("stage 08: every tensor must be 16-byte aligned (16-byte copies)");
   if (p.dtype == DType::float16)
-    backward<__half>(p, in, o, lse, d_o, grads, ctx);
+    backward<__half>(p, in, o, lse, d_o, grads, ctx, options.deterministic);
   else
-    backward<__nv_bfloat16>(p, in, o, lse, d_o, grads, ctx);
+    backward<__nv_bfloat16>(p, in, o, lse, d_o, grads, ctx, options.deterministic);
 }
 
 }  // namespace fa::step08

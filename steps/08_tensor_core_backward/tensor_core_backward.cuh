@@ -13,12 +13,22 @@ namespace fa::step08 {
 // fp16 or bf16 in and out, float32 accumulators; D = 64 and 128 are the ones tuned.
 inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {32, 64, 96, 128}};
 
-// The stage's backward (a fa::DeviceBackward): device views of contiguous [B,H,N,D] tensors of
-// p.dtype (LSE float32), 16-byte aligned; dQ, dK, dV written completely. Extra device memory: a
-// float32 dQ accumulator (B·H·Nq·D) and two floats per query row (D and LSE·log2e, padded to the
-// query tile), from ctx's scratch. dQ's float atomics make its last bits vary from run to run.
+struct BackwardOptions {
+  // false: dQ by float atomics from the key-tile kernel into a float32 buffer (fastest; the order
+  //        of the additions, so dQ's last bits, change from run to run).
+  // true:  a second kernel over query tiles computes dQ in registers in a fixed order
+  //        (backward_dq_kernel): bitwise-identical dQ on every run and no float32 buffer, for S
+  //        and dP computed twice.
+  bool deterministic = false;
+};
+
+// The stage's backward (bound to its options, a fa::DeviceBackward): device views of contiguous
+// [B,H,N,D] tensors of p.dtype (LSE float32), 16-byte aligned; dQ, dK, dV written completely.
+// Extra device memory: two floats per query row (D and LSE·log2e, padded to the query tile) and,
+// with atomics, a float32 dQ accumulator (B·H·Nq·D), from ctx's scratch.
 void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
-                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,
+                        const BackwardOptions& options = {});
 
 // The forward the backward pairs with: stage 07's.
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);

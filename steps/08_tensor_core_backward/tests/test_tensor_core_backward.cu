@@ -36,8 +36,18 @@ fa::AttentionData inputs(const fa::Problem& p, std::uint64_t seed, fa::InputKind
   return fa::make_case_inputs(p, fa::Pass::backward, seed, kind);
 }
 
-fa::GpuRun run(const fa::Problem& p, const fa::AttentionData& data) {
-  return fa::run_once(p, data, fa::step08::attention_forward, fa::step08::attention_backward);
+fa::DeviceBackward stage08(bool deterministic) {
+  return [deterministic](const fa::Problem& p, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                         fa::ConstTensorView lse, fa::ConstTensorView d_o, const fa::AttentionGradients& g,
+                         fa::DeviceContext& ctx) {
+    fa::step08::BackwardOptions options;
+    options.deterministic = deterministic;
+    fa::step08::attention_backward(p, in, o, lse, d_o, g, ctx, options);
+  };
+}
+
+fa::GpuRun run(const fa::Problem& p, const fa::AttentionData& data, bool deterministic = false) {
+  return fa::run_once(p, data, fa::step08::attention_forward, stage08(deterministic));
 }
 
 void check(const fa::Verification& v, const std::string& what) {
@@ -49,7 +59,7 @@ void check(const fa::Verification& v, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("stage 08 against float64: N = 1, tails, Nq != Nk both ways, causal, every head dim, fp16 and bf16") {
+TEST_CASE("stage 08 against float64: N = 1, tails, Nq != Nk both ways, causal, every head dim, fp16 and bf16, both dQ modes") {
   struct Shape {
     std::int64_t nq, nk;
   };
@@ -63,7 +73,9 @@ TEST_CASE("stage 08 against float64: N = 1, tails, Nq != Nk both ways, causal, e
         for (const Shape& s : shapes) {
           const fa::Problem p = problem16(s.nq, s.nk, d, causal, 2, 2, type);
           const fa::AttentionData data = inputs(p, 500 + cases);
-          check(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
+          const bool deterministic = cases % 2 == 1;  // every other case: both modes see every kind
+          check(fa::verify_backward(p, data, run(p, data, deterministic).out, true, 0, 1),
+                p.describe() + (deterministic ? " deterministic" : " atomic dQ"));
           ++cases;
         }
   CHECK(cases == 2 * 4 * 2 * 9);
@@ -76,7 +88,7 @@ TEST_CASE("stage 08 with large logits (scores 50..200) and ramp inputs") {
       const fa::AttentionData big = inputs(p, 7, fa::InputKind::large_logits);
       check(fa::verify_backward(p, big, run(p, big).out, true, 0, 1), p.describe() + " large logits");
       const fa::AttentionData ramp = inputs(p, 8, fa::InputKind::ramp);
-      check(fa::verify_backward(p, ramp, run(p, ramp).out, true, 0, 1), p.describe() + " ramp");
+      check(fa::verify_backward(p, ramp, run(p, ramp, true).out, true, 0, 1), p.describe() + " ramp, deterministic");
     }
 }
 
@@ -137,16 +149,31 @@ TEST_CASE("sampled-row verification at the executable's size, causal") {
   CHECK(v.reports[kDq].count >= 2 * 24 * 128);
 }
 
-TEST_CASE("memory: the dQ accumulator and two floats per (padded) query row, measured; nothing N×N") {
+TEST_CASE("memory: the dQ accumulator (atomic mode) and two floats per (padded) query row, measured; nothing N×N") {
   for (const std::int64_t n : {500, 1000, 2000}) {
     const fa::Problem p = problem16(n, n, 64, true, 1, 4);
     const fa::AttentionData data = inputs(p, 2);
-    const fa::GpuRun r = run(p, data);
-    const std::int64_t padded = (n + 63) / 64 * 64;
-    const std::int64_t expected = p.q_elements() * 4 + 2 * p.heads_total() * padded * 4;
-    MESSAGE("N=" << n << ": extra memory " << r.extra_bytes << " B (dQ accumulator + D + LSE·log2e: " << expected
-                 << " B)");
-    CHECK(r.extra_bytes == expected);
+    const std::int64_t padded = (n + 63) / 64 * 64, rows = 2 * p.heads_total() * padded * 4;
+    const fa::GpuRun r = run(p, data), det = run(p, data, true);
+    MESSAGE("N=" << n << ": extra memory " << r.extra_bytes << " B (dQ accumulator + D + LSE·log2e: "
+                 << p.q_elements() * 4 + rows << " B); deterministic " << det.extra_bytes << " B");
+    CHECK(r.extra_bytes == p.q_elements() * 4 + rows);
+    CHECK(det.extra_bytes == rows);
+  }
+}
+
+TEST_CASE("--deterministic: dQ is bitwise identical run to run; dK, dV are the same in both modes") {
+  for (const bool causal : {false, true}) {
+    const fa::Problem p = problem16(700, 900, 128, causal, 1, 4);
+    const fa::AttentionData data = inputs(p, 44);
+    const fa::GpuRun a = run(p, data, true), b = run(p, data, true), atomic = run(p, data, false);
+    int dq_differ = 0, dkdv_differ = 0;
+    for (std::int64_t i = 0; i < a.out.dq.numel(); ++i) dq_differ += a.out.dq.get(i) != b.out.dq.get(i);
+    for (std::int64_t i = 0; i < a.out.dk.numel(); ++i)
+      dkdv_differ += (a.out.dk.get(i) != atomic.out.dk.get(i)) + (a.out.dv.get(i) != atomic.out.dv.get(i));
+    CHECK(dq_differ == 0);
+    CHECK(dkdv_differ == 0);
+    check(fa::verify_backward(p, data, a.out, true, 0, 1), p.describe() + " deterministic");
   }
 }
 
@@ -156,13 +183,13 @@ TEST_CASE("stage 08 refuses what it does not run, with one line") {
     const fa::AttentionData data = inputs(p, 1);
     const fa::DeviceForward none = [](const fa::Problem&, const fa::AttentionInputs&, const fa::AttentionOutputs&,
                                       fa::DeviceContext&) {};
-    CHECK_THROWS_AS(fa::run_once(p, data, none, fa::step08::attention_backward), fa::UsageError);
+    CHECK_THROWS_AS(fa::run_once(p, data, none, stage08(false)), fa::UsageError);
   }
   const fa::Problem p32 = problem(8, 8, 64, false, 1, 1);
   const fa::AttentionData data = fa::make_case_inputs(p32, fa::Pass::backward, 1, fa::InputKind::normal);
   const fa::DeviceForward none = [](const fa::Problem&, const fa::AttentionInputs&, const fa::AttentionOutputs&,
                                     fa::DeviceContext&) {};
-  CHECK_THROWS_AS(fa::run_once(p32, data, none, fa::step08::attention_backward), fa::UsageError);
+  CHECK_THROWS_AS(fa::run_once(p32, data, none, stage08(true)), fa::UsageError);
 }
 
 TEST_CASE("a dK that is never written fails the verification (the check can fail)") {
