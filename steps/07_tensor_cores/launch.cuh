@@ -42,13 +42,7 @@ template <class T, auto kernel, int threads, int rows, int smem>
 void launch(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
             DeviceContext& ctx, bool heavy_first = true) {
   check_launch(p, in, out, std::string("stage 07 ") + name, rows, smem);
-  static const bool configured = [] {
-    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)configured;
+  opt_in_shared_memory_once<kernel, smem>();
   const float scale = p.softmax_scale();
   const KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
                         static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), scale,

@@ -1,5 +1,6 @@
-// Stage 08 — the host side: the problem's checks, the tile shape of each head dim, the three
-// launches (preprocessing, the key-tile kernel, dQ's conversion).
+// Stage 08 — the host side: the problem's checks, the tile shape of each head dim, the launches:
+// preprocessing, the key-tile kernel, dQ's conversion (or, --deterministic, the key-tile kernel
+// without dQ and the dQ kernel).
 //
 // What changed from stage 06 (steps/06_cuda_backward/flash_backward.cu): fp16/bf16 instead of
 // float32 (a template parameter T), the tensor-core kernel, and a float32 dQ accumulator beside
@@ -41,23 +42,12 @@ using StageConfig = typename StageConfigOf<D>::type;
 template <int D>
 using DqStageConfig = DqConfig<D, 4, 64, 2>;
 
-template <auto kernel, int smem>
-void configure_once() {
-  static const bool configured = [] {
-    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)configured;
-}
-
 template <class T, int D>
 void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
   using C = StageConfig<D>;
   if (dq_deterministic) {
     constexpr auto kernel = backward_tc_kernel<T, C, false>;
-    configure_once<kernel, C::kSmemBytes>();
+    opt_in_shared_memory_once<kernel, C::kSmemBytes>();
     const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc));
     ctx.kernel_begin("dkdv");
     kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(args);
@@ -65,7 +55,7 @@ void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T
     ctx.kernel_end("dkdv");
     using Q = DqStageConfig<D>;
     constexpr auto dq_kernel = backward_dq_kernel<T, Q>;
-    configure_once<dq_kernel, Q::kSmemBytes>();
+    opt_in_shared_memory_once<dq_kernel, Q::kSmemBytes>();
     const dim3 dq_grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_q + Q::kBr - 1) / Q::kBr));
     ctx.kernel_begin("dq");
     dq_kernel<<<dq_grid, Q::kThreads, Q::kSmemBytes, ctx.stream>>>(args, dq_deterministic);
@@ -74,7 +64,7 @@ void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T
     return;
   }
   constexpr auto kernel = backward_tc_kernel<T, C>;
-  configure_once<kernel, C::kSmemBytes>();
+  opt_in_shared_memory_once<kernel, C::kSmemBytes>();
   const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc));
   ctx.kernel_begin("dkdv+dq");
   kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(args);

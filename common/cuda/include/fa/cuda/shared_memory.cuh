@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "fa/cuda/check.cuh"
+
 namespace fa {
 
 // The most shared memory (bytes) one block may opt in to on the current device; 0 without a
@@ -44,6 +46,20 @@ inline std::string shared_memory_refusal(long long bytes, const std::string& wha
   };
   return what + " needs " + kib(bytes) + " KiB of shared memory per block; device " + std::to_string(device) + " (" +
          name + ") gives at most " + kib(limit) + " KiB";
+}
+
+// Opts `kernel` in to `bytes` of dynamic shared memory (above 48 KiB a kernel must) and asks for
+// the largest shared-memory carveout, so that two such blocks fit an SM where they can; once per
+// instantiation (a function-local static: the attributes stay set for the process).
+template <auto kernel, int bytes>
+void opt_in_shared_memory_once() {
+  static const bool done = [] {
+    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared));
+    return true;
+  }();
+  (void)done;
 }
 
 }  // namespace fa
