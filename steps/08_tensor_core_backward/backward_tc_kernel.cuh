@@ -19,7 +19,7 @@
 //     dQ_i += dS K_j      A: dS (ldmatrix.trans of the stored dSᵀ), B: K (ldmatrix.trans)
 //                         added to a float32 dQ in global memory with atomics
 //
-// Computing Sᵀ rather than S is the design decision (FlashAttention-2's): Pᵀ and dSᵀ are then
+// Computing Sᵀ rather than S is the design decision: Pᵀ and dSᵀ are then
 // born in the accumulator layout of the two products that sum over queries (dV, dK), so they stay
 // in registers; only dS makes one trip through shared memory, for the product that sums over
 // keys (dQ). Q_{i+1}, dO_{i+1} and their rows' LSE and D are copied (cp.async) while tile i is
