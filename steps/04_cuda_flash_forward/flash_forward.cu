@@ -52,8 +52,6 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   ctx.kernel_end("flash_forward");
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
-
 int smem_bytes_at(std::int64_t dim) {
   return dim == 32 ? smem_bytes<32>() : dim == 64 ? smem_bytes<64>() : smem_bytes<128>();
 }

@@ -79,23 +79,18 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_tc_kernel(co
   // r have r mod 8 = lane mod 8, and its 16-byte chunk within a 64-column block is 2k + h (k: the
   // 16-wide step, h = 0 or 1 by lane), stored at (2k + h) XOR (lane mod 8) = (h XOR lane mod 8)
   // XOR 2k. Tiles and rows are 128-byte aligned, so the chunk is address bits 4-6 and the swizzled
-  // address of step k is the step-0 address XOR 32·k: one LOP3 from a register, where v2 and v3
-  // compute SwizzledTile::offset at every load (docs/07_tensor_cores.md, "The ladder, measured").
-  // Column blocks (c / 64), the row steps (16·mt, 16·np, 16·ks) and the K/V buffer are added after
-  // the XOR: constants, or a uniform register, inside the instruction.
+  // address of step k is the step-0 address XOR 32·k: one LOP3 from a register (swizzled_at,
+  // tile_ops.cuh), where v2 and v3 compute SwizzledTile::offset at every load
+  // (docs/07_tensor_cores.md, "The ladder, measured"). Column blocks (c / 64), the row steps
+  // (16·mt, 16·np, 16·ks) and the K/V buffer are added after the XOR: constants, or a uniform
+  // register, inside the instruction.
   const int chunk_qv = (lane / 16) ^ (lane % 8), chunk_k = (lane / 8 % 2) ^ (lane % 8);
   const std::uint32_t q_base = q_tile + sizeof(T) * ((warp_row0 + lane % 16) * 64 + chunk_qv * 8);
   const std::uint32_t k_base = k_tiles + sizeof(T) * ((lane % 8 + 8 * (lane / 16)) * 64 + chunk_k * 8);
   const std::uint32_t v_base = v_tiles + sizeof(T) * ((lane % 16) * 64 + chunk_qv * 8);
-  auto q_at = [&](int mt, int kk) {
-    return (q_base ^ (kk % 4) * 32) + sizeof(T) * ((kk / 4) * (Br * 64) + 16 * mt * 64);
-  };
-  auto k_at = [&](std::uint32_t buffer, int np, int kk) {
-    return (k_base ^ (kk % 4) * 32) + buffer + sizeof(T) * ((kk / 4) * (Bc * 64) + 16 * np * 64);
-  };
-  auto v_at = [&](std::uint32_t buffer, int ks, int dp) {
-    return (v_base ^ (dp % 4) * 32) + buffer + sizeof(T) * ((dp / 4) * (Bc * 64) + 16 * ks * 64);
-  };
+  auto q_at = [&](int mt, int kk) { return swizzled_at<T>(q_base, kk, mt, Br); };
+  auto k_at = [&](std::uint32_t buffer, int np, int kk) { return swizzled_at<T>(k_base, kk, np, Bc) + buffer; };
+  auto v_at = [&](std::uint32_t buffer, int ks, int dp) { return swizzled_at<T>(v_base, dp, ks, Bc) + buffer; };
 
   float o[MT][DT][4] = {};
   float m[MT][2], l[MT][2] = {};

@@ -16,8 +16,6 @@
 
 namespace fa::step07 {
 
-inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 // One line (a UsageError, exit 2) for what a kernel of `rows` query rows and `smem` bytes cannot
 // run here: the grid's y holds the Q tiles (at most 65535), indices are 32-bit, the kernel moves
 // 16-byte chunks, and its shared memory must fit what this GPU gives a block.

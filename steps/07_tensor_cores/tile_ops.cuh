@@ -57,6 +57,16 @@ struct SwizzledTile {
   }
 };
 
+// The ldmatrix row address of 16-wide column step `step` and 16-row block `row_block` of a
+// SwizzledTile with `tile_rows` rows, from a lane's step-0 address `base` (a 32-bit shared-window
+// address; stage 07's kernel explains the lane's base). Tiles and rows are 128-byte aligned, so
+// within a 64-column block the swizzled chunk is address bits 4-6 and step k is an XOR of 32·k
+// bytes; the column block (step / 4) and the row block are constants added after it.
+template <class T>
+__device__ __forceinline__ std::uint32_t swizzled_at(std::uint32_t base, int step, int row_block, int tile_rows) {
+  return (base ^ (step % 4) * 32) + sizeof(T) * ((step / 4) * (tile_rows * 64) + 16 * row_block * 64);
+}
+
 // Copies rows [row0, row0 + ROWS) of an [n, D] matrix into a shared tile, 16 bytes per copy,
 // spread over the block's THREADS; rows ≥ n become zeros. kAsync: by cp.async (the copies land
 // later: commit and wait, then __syncthreads), else through registers (land before the next

@@ -15,9 +15,12 @@
 //     Pᵀ  = 2^(Sᵀ·τlog2e − LSE_i·log2e),  dSᵀ = Pᵀ ∘ (dPᵀ − D_i)     on the accumulators
 //     dV_w += Pᵀ dO_i     A: Pᵀ packed to 16 bits in registers (the C→A identity of stage 07)
 //     dK_w += dSᵀ Q_i     A: dSᵀ packed, B: Q (ldmatrix.trans: k runs along Q's rows)
-//     dSᵀ → shared memory; then warp w owns queries [16w, 16w + 16) of the tile:
+//     dSᵀ → shared memory; then warp w owns queries 16·(w mod 4) .. +15 of the tile and the
+//     (w / 4)-th part of D:
 //     dQ_i += dS K_j      A: dS (ldmatrix.trans of the stored dSᵀ), B: K (ldmatrix.trans)
 //                         added to a float32 dQ in global memory with atomics
+//   (--deterministic: the same kernel without the dQ part, then backward_dq_kernel below, which
+//   turns the loop around to compute dQ in registers in a fixed order.)
 //
 // Computing Sᵀ rather than S is the design decision: Pᵀ and dSᵀ are then
 // born in the accumulator layout of the two products that sum over queries (dV, dK), so they stay
@@ -38,6 +41,7 @@
 namespace fa::step08 {
 
 using step07::SwizzledTile;
+using step07::swizzled_at;  // the ldmatrix address of a step of a swizzled tile
 
 // One launch: [B·H, N, D] tensors (T = __half or __nv_bfloat16), contiguous.
 template <class T>
@@ -142,12 +146,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   const int ds_chunk = dq_rows / 8 + lane / 8 % 2;
   const std::uint32_t ds_as_a =
       ds_tile + sizeof(T) * ((ds_chunk / 8) * (Bc * 64) + row_b * 64 + (((ds_chunk % 8) ^ (lane % 8)) * 8));
-  // The address of column step `step` (16 wide) and row block `row_block` (16 rows) of a tile of
-  // `tile_rows` rows, from a pattern's base: the XOR within a 64-column block, constants beyond.
-  // (dQ's column step depends on the warp: a per-thread number, computed once.)
-  auto at = [](std::uint32_t base, int step, int row_block, int tile_rows) {
-    return (base ^ (step % 4) * 32) + sizeof(T) * ((step / 4) * (tile_rows * 64) + 16 * row_block * 64);
-  };
 
   float dk[DT][4] = {}, dv[DT][4] = {};
 
@@ -188,13 +186,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       std::uint32_t ka[4], va[4];
-      ptx::ldmatrix_x4(ka, at(k_as_a, kk, 0, Bc));
-      ptx::ldmatrix_x4(va, at(v_as_a, kk, 0, Bc));
+      ptx::ldmatrix_x4(ka, swizzled_at<T>(k_as_a, kk, 0, Bc));
+      ptx::ldmatrix_x4(va, swizzled_at<T>(v_as_a, kk, 0, Bc));
 #pragma unroll
       for (int np = 0; np < NQ / 2; ++np) {
         std::uint32_t qb[4], db[4];
-        ptx::ldmatrix_x4(qb, at(q_tile + qdo_as_b, kk, np, Br));
-        ptx::ldmatrix_x4(db, at(do_tile + qdo_as_b, kk, np, Br));
+        ptx::ldmatrix_x4(qb, swizzled_at<T>(q_tile + qdo_as_b, kk, np, Br));
+        ptx::ldmatrix_x4(db, swizzled_at<T>(do_tile + qdo_as_b, kk, np, Br));
         ptx::mma_m16n8k16<T>(st[2 * np], ka, {qb[0], qb[1]});
         ptx::mma_m16n8k16<T>(st[2 * np + 1], ka, {qb[2], qb[3]});
         ptx::mma_m16n8k16<T>(dpt[2 * np], va, {db[0], db[1]});
@@ -247,8 +245,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         std::uint32_t ob[4], qb[4];
-        ptx::ldmatrix_x4_trans(ob, at(do_tile + qdo_as_bt, dp, ks, Br));
-        ptx::ldmatrix_x4_trans(qb, at(q_tile + qdo_as_bt, dp, ks, Br));
+        ptx::ldmatrix_x4_trans(ob, swizzled_at<T>(do_tile + qdo_as_bt, dp, ks, Br));
+        ptx::ldmatrix_x4_trans(qb, swizzled_at<T>(q_tile + qdo_as_bt, dp, ks, Br));
         ptx::mma_m16n8k16<T>(dv[2 * dp], pa, {ob[0], ob[1]});
         ptx::mma_m16n8k16<T>(dv[2 * dp + 1], pa, {ob[2], ob[3]});
         ptx::mma_m16n8k16<T>(dk[2 * dp], da, {qb[0], qb[1]});
@@ -268,7 +266,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
 #pragma unroll
       for (int dp = 0; dp < QT / 2; ++dp) {
         std::uint32_t kb[4];
-        ptx::ldmatrix_x4_trans(kb, at(k_as_bt, dq_col0 / 16 + dp, ks, Bc));
+        ptx::ldmatrix_x4_trans(kb, swizzled_at<T>(k_as_bt, dq_col0 / 16 + dp, ks, Bc));  // a per-warp step
         ptx::mma_m16n8k16<T>(dq[2 * dp], sa, {kb[0], kb[1]});
         ptx::mma_m16n8k16<T>(dq[2 * dp + 1], sa, {kb[2], kb[3]});
       }
@@ -357,9 +355,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_dq_kernel
   const std::uint32_t do_as_a = do_tile + sizeof(T) * ((16 * warp + row_a) * 64 + chunk_a * 8);
   const std::uint32_t kv_as_b = sizeof(T) * (row_b * 64 + chunk_b * 8);   // + the tile
   const std::uint32_t k_as_bt = sizeof(T) * (row_a * 64 + chunk_a * 8);   // + the tile
-  auto at = [](std::uint32_t base, int step, int row_block, int tile_rows) {
-    return (base ^ (step % 4) * 32) + sizeof(T) * ((step / 4) * (tile_rows * 64) + 16 * row_block * 64);
-  };
 
   float dq[DT][4] = {};
   if (kv.count > 0) {
@@ -383,13 +378,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_dq_kernel
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       std::uint32_t qa[4], oa[4];
-      ptx::ldmatrix_x4(qa, at(q_as_a, kk, 0, Br));
-      ptx::ldmatrix_x4(oa, at(do_as_a, kk, 0, Br));
+      ptx::ldmatrix_x4(qa, swizzled_at<T>(q_as_a, kk, 0, Br));
+      ptx::ldmatrix_x4(oa, swizzled_at<T>(do_as_a, kk, 0, Br));
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         std::uint32_t kb[4], vb[4];
-        ptx::ldmatrix_x4(kb, at(k_tile + kv_as_b, kk, np, Bc));
-        ptx::ldmatrix_x4(vb, at(v_tile + kv_as_b, kk, np, Bc));
+        ptx::ldmatrix_x4(kb, swizzled_at<T>(k_tile + kv_as_b, kk, np, Bc));
+        ptx::ldmatrix_x4(vb, swizzled_at<T>(v_tile + kv_as_b, kk, np, Bc));
         ptx::mma_m16n8k16<T>(s[2 * np], qa, {kb[0], kb[1]});
         ptx::mma_m16n8k16<T>(s[2 * np + 1], qa, {kb[2], kb[3]});
         ptx::mma_m16n8k16<T>(dp[2 * np], oa, {vb[0], vb[1]});
@@ -419,7 +414,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_dq_kernel
 #pragma unroll
       for (int d16 = 0; d16 < D / 16; ++d16) {
         std::uint32_t kb[4];
-        ptx::ldmatrix_x4_trans(kb, at(k_tile + k_as_bt, d16, ks, Bc));
+        ptx::ldmatrix_x4_trans(kb, swizzled_at<T>(k_tile + k_as_bt, d16, ks, Bc));
         ptx::mma_m16n8k16<T>(dq[2 * d16], sa, {kb[0], kb[1]});
         ptx::mma_m16n8k16<T>(dq[2 * d16 + 1], sa, {kb[2], kb[3]});
       }

@@ -14,19 +14,12 @@
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device_buffer.cuh"
 #include "fa/cuda/event_timer.cuh"
+#include "fa/cuda/fill.cuh"
 
 namespace {
 
 using namespace fa::step08;
 using T = __nv_bfloat16;
-
-__global__ void fill(T* x, long n, unsigned seed) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n; i += static_cast<long>(gridDim.x) * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    h ^= h >> 16, h *= 0x7feb352du, h ^= h >> 15, h *= 0x846ca68bu, h ^= h >> 16;
-    x[i] = __float2bfloat16(3.4f * (static_cast<float>(h) / 4294967296.0f - 0.5f));
-  }
-}
 
 __global__ void fill_value(float* x, long n, float value) {
   for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n; i += static_cast<long>(gridDim.x) * blockDim.x)
@@ -40,10 +33,10 @@ void row(long N, bool causal, const char* name) {
   const std::size_t n = static_cast<std::size_t>(B * H * N * C::D), rows = static_cast<std::size_t>(B * H * N);
   fa::DeviceBuffer<T> q(meter, n), k(meter, n), v(meter, n), d_o(meter, n), dk(meter, n), dv(meter, n);
   fa::DeviceBuffer<float> dq(meter, n), lse2(meter, rows), delta(meter, rows);
-  fill<<<1024, 256>>>(q.data(), static_cast<long>(n), 1u);
-  fill<<<1024, 256>>>(k.data(), static_cast<long>(n), 2u);
-  fill<<<1024, 256>>>(v.data(), static_cast<long>(n), 3u);
-  fill<<<1024, 256>>>(d_o.data(), static_cast<long>(n), 4u);
+  fa::fill_hashed_uniform<<<1024, 256>>>(q.data(), static_cast<long>(n), 1u, 0.0f, 3.4f);
+  fa::fill_hashed_uniform<<<1024, 256>>>(k.data(), static_cast<long>(n), 2u, 0.0f, 3.4f);
+  fa::fill_hashed_uniform<<<1024, 256>>>(v.data(), static_cast<long>(n), 3u, 0.0f, 3.4f);
+  fa::fill_hashed_uniform<<<1024, 256>>>(d_o.data(), static_cast<long>(n), 4u, 0.0f, 3.4f);
   fill_value<<<1024, 256>>>(lse2.data(), static_cast<long>(rows), 12.0f);
   fill_value<<<1024, 256>>>(delta.data(), static_cast<long>(rows), 0.1f);
   FA_CUDA_CHECK_LAUNCH();

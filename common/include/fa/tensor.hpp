@@ -24,6 +24,10 @@
 
 namespace fa {
 
+// Whether `p` is 16-byte aligned: what kernels that move 16-byte chunks (cp.async, int4 loads) need
+// of every tensor they are given (stages 04, 07, 08 refuse others with one line).
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 // A row-major matrix, the layout of one head of a [B, H, N, D] tensor.
 using MatrixRM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MapRM = Eigen::Map<MatrixRM>;
