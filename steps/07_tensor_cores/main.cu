@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
   spec.variants.emplace_back("flash-in-order");
   spec.notes =
       "kernel: mma.sync.m16n8k16 (fp16/bf16 in, float32 accumulators), 4 warps of 32 query rows (Br = 128),\n"
-      "Bc = 64 (D = 256: 16 rows per warp, Bc = 32), K/V double-buffered by cp.async; D = 64, 128 fast,\n"
-      "32, 96, 256 correct.\n"
+      "Bc = 128 at D = 64, 64 at D = 32, 96, 128 (D = 256: 16 rows per warp, Bc = 32), K/V double-buffered\n"
+      "by cp.async; D = 64, 128 fast, 32, 96, 256 correct.\n"
       "memory beyond Q, K, V, O, LSE: none (measured).\n"
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond, against the error of a\n"
       "plain implementation that rounds P and O to the dtype (docs/tolerance.md); stage 05 in float32 on\n"
