@@ -62,19 +62,26 @@ struct BackwardArgs {
   bool causal;       // bottom-right: key j visible to query i iff j ≤ i + Nk − Nq
 };
 
-// The tile shape: head dim D, kWarps warps of 16 keys each (Bc = 16·kWarps keys per block), query
-// tiles of Br = 64. In the dQ product (64 queries × D) warp w owns queries 16·(w mod 4) .. +15 and
-// the (w / 4)-th of kWarps / 4 column blocks of D.
-template <int D_, int kWarps_, int kMinBlocks_>
+// The tile shape: head dim D, kWarps warps of kKeyBlocks·16 keys each (Bc = 16·kKeyBlocks·kWarps keys
+// per block), query tiles of kBr. A warp's Sᵀ and dPᵀ are kKeyBlocks·16 × Br, its dK and dV
+// kKeyBlocks·16 × D: the accumulators (2·kKeyBlocks·(Br + D)/2 floats a thread) pick the shape. A
+// fragment of Q or dO read from shared memory feeds kKeyBlocks row blocks of keys, so 32 keys a warp
+// read half the shared memory per product of 16 (D = 64: 32 keys × 32 queries fits where 32 × 64 does
+// not). In the dQ product (Br queries × D) warp w owns kDqBlocks·16 queries from
+// 16·kDqBlocks·(w mod kDqGroups) and the (w / kDqGroups)-th column block of D.
+template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1>
 struct BackwardConfig {
-  static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_;
-  static constexpr int kThreads = 32 * kWarps, kBc = 16 * kWarps, kBr = 64;
-  static constexpr int kDqCols = D / (kWarps / 4);  // dQ columns per warp
-  static_assert(kWarps % 4 == 0 && kDqCols % 16 == 0, "dQ: 4 warps per column block of a multiple of 16");
+  static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_, kKeyBlocks = kKeyBlocks_;
+  static constexpr int kThreads = 32 * kWarps, kBc = 16 * kKeyBlocks * kWarps, kBr = kBr_;
+  static constexpr int kDqBlocks = kDqBlocks_;                // 16-query row blocks per warp in dQ
+  static constexpr int kDqGroups = kBr / (16 * kDqBlocks);    // warps along the queries of dQ
+  static constexpr int kDqCols = D / (kWarps / kDqGroups);    // dQ columns per warp
+  static_assert(kBr % 32 == 0 && kBr % (16 * kDqBlocks) == 0 && kWarps % kDqGroups == 0 && kDqCols % 16 == 0,
+                "dQ: kDqGroups warps per column block of a multiple of 16");
   using KVTile = SwizzledTile<kBc, D>;
   using QTile = SwizzledTile<kBr, D>;
-  using DsTile = SwizzledTile<kBc, kBr>;  // dSᵀ: a row per key, a column per query
-  static_assert(kBr % 64 == 0, "dSᵀ's rows must be whole 128-byte swizzle rows");
+  using DsTile = SwizzledTile<kBc, kBr>;  // dSᵀ: a row per key, a column per query (Br = 32: padded
+                                          // to 64 columns, so that rows stay 128-byte swizzle rows)
   // K, V; two buffers of Q and of dO; dSᵀ; two buffers of the rows' LSE·log2e and D.
   static constexpr int kSmemBytes =
       (2 * KVTile::kElements + 4 * QTile::kElements + DsTile::kElements) * 2 + 2 * 2 * kBr * 4;
@@ -105,7 +112,7 @@ __device__ __forceinline__ QueryTiles query_tiles(int j0, int Bc, int Br, int se
 // kAtomicDq = false: dK and dV only (the deterministic mode: dQ by backward_dq_kernel, below).
 template <class T, class C, bool kAtomicDq = true>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel(const BackwardArgs<T> a) {
-  constexpr int D = C::D, Bc = C::kBc, Br = C::kBr, NQ = Br / 8, DT = D / 8;
+  constexpr int D = C::D, Bc = C::kBc, Br = C::kBr, KM = C::kKeyBlocks, NQ = Br / 8, DT = D / 8;
   using KVTile = typename C::KVTile;
   using QTile = typename C::QTile;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -120,7 +127,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const std::int64_t head = blockIdx.x;
-  const int j0 = blockIdx.y * Bc, key0 = j0 + 16 * warp;  // the block's and this warp's first key
+  const int j0 = blockIdx.y * Bc, key0 = j0 + 16 * KM * warp;  // the block's and this warp's first key
   const T* q = a.q + head * a.seq_q * D;
   const T* d_o = a.d_o + head * a.seq_q * D;
   const T* k = a.k + head * a.seq_k * D;
@@ -136,18 +143,23 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   //        along the stored rows: Q, dO for Sᵀ, dPᵀ; and dSᵀ read .trans as dS's A operand)
   const int chunk_a = (lane / 16) ^ (lane % 8), chunk_b = (lane / 8 % 2) ^ (lane % 8);
   const int row_a = lane % 16, row_b = lane % 8 + 8 * (lane / 16);
-  const std::uint32_t k_as_a = k_tile + sizeof(T) * ((16 * warp + row_a) * 64 + chunk_a * 8);
-  const std::uint32_t v_as_a = v_tile + sizeof(T) * ((16 * warp + row_a) * 64 + chunk_a * 8);
+  const std::uint32_t k_as_a = k_tile + sizeof(T) * ((16 * KM * warp + row_a) * 64 + chunk_a * 8);  // + 16·mi rows
+  const std::uint32_t v_as_a = v_tile + sizeof(T) * ((16 * KM * warp + row_a) * 64 + chunk_a * 8);
   const std::uint32_t k_as_bt = k_tile + sizeof(T) * (row_a * 64 + chunk_a * 8);   // + 16·ks rows
   const std::uint32_t qdo_as_b = sizeof(T) * (row_b * 64 + chunk_b * 8);           // + the tile
   const std::uint32_t qdo_as_bt = sizeof(T) * (row_a * 64 + chunk_a * 8);          // + the tile
-  // dSᵀ as dS's A operand: key rows 16·ks + row_b, query columns 16·(warp mod 4) + 8·((lane / 8) mod 2).
-  const int dq_rows = 16 * (warp % 4), dq_col0 = C::kDqCols * (warp / 4);  // this warp's part of dQ_i
-  const int ds_chunk = dq_rows / 8 + lane / 8 % 2;
-  const std::uint32_t ds_as_a =
-      ds_tile + sizeof(T) * ((ds_chunk / 8) * (Bc * 64) + row_b * 64 + (((ds_chunk % 8) ^ (lane % 8)) * 8));
+  // dSᵀ as dS's A operand, row block qm: key rows 16·ks + row_b, query columns
+  // dq_rows + 16·qm + 8·((lane / 8) mod 2).
+  constexpr int QM = C::kDqBlocks;
+  const int dq_rows = 16 * QM * (warp % C::kDqGroups), dq_col0 = C::kDqCols * (warp / C::kDqGroups);  // this warp's dQ_i
+  std::uint32_t ds_as_a[QM];
+#pragma unroll
+  for (int qm = 0; qm < QM; ++qm) {
+    const int ds_chunk = dq_rows / 8 + 2 * qm + lane / 8 % 2;
+    ds_as_a[qm] = ds_tile + sizeof(T) * ((ds_chunk / 8) * (Bc * 64) + row_b * 64 + (((ds_chunk % 8) ^ (lane % 8)) * 8));
+  }
 
-  float dk[DT][4] = {}, dv[DT][4] = {};
+  float dk[KM][DT][4] = {}, dv[KM][DT][4] = {};  // row block mi: keys key0 + 16·mi ..
 
   if (qt.begin < qt.end) {
     step07::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tile, k, j0, a.seq_k);
@@ -181,26 +193,32 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     const float* lse2_s = rows_s + b * 2 * Br;
     const float* delta_s = lse2_s + Br;
 
-    // Sᵀ = K_w Q_iᵀ and dPᵀ = V_w dO_iᵀ: 16 keys × Br queries each, D/16 steps of k = 16.
-    float st[NQ][4] = {}, dpt[NQ][4] = {};
+    // Sᵀ = K_w Q_iᵀ and dPᵀ = V_w dO_iᵀ: 16·KM keys × Br queries each, D/16 steps of k = 16.
+    float st[KM][NQ][4] = {}, dpt[KM][NQ][4] = {};
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      std::uint32_t ka[4], va[4];
-      ptx::ldmatrix_x4(ka, swizzled_at<T>(k_as_a, kk, 0, Bc));
-      ptx::ldmatrix_x4(va, swizzled_at<T>(v_as_a, kk, 0, Bc));
+      std::uint32_t ka[KM][4], va[KM][4];
+#pragma unroll
+      for (int mi = 0; mi < KM; ++mi) {
+        ptx::ldmatrix_x4(ka[mi], swizzled_at<T>(k_as_a, kk, mi, Bc));
+        ptx::ldmatrix_x4(va[mi], swizzled_at<T>(v_as_a, kk, mi, Bc));
+      }
 #pragma unroll
       for (int np = 0; np < NQ / 2; ++np) {
         std::uint32_t qb[4], db[4];
         ptx::ldmatrix_x4(qb, swizzled_at<T>(q_tile + qdo_as_b, kk, np, Br));
         ptx::ldmatrix_x4(db, swizzled_at<T>(do_tile + qdo_as_b, kk, np, Br));
-        ptx::mma_m16n8k16<T>(st[2 * np], ka, {qb[0], qb[1]});
-        ptx::mma_m16n8k16<T>(st[2 * np + 1], ka, {qb[2], qb[3]});
-        ptx::mma_m16n8k16<T>(dpt[2 * np], va, {db[0], db[1]});
-        ptx::mma_m16n8k16<T>(dpt[2 * np + 1], va, {db[2], db[3]});
+#pragma unroll
+        for (int mi = 0; mi < KM; ++mi) {
+          ptx::mma_m16n8k16<T>(st[mi][2 * np], ka[mi], {qb[0], qb[1]});
+          ptx::mma_m16n8k16<T>(st[mi][2 * np + 1], ka[mi], {qb[2], qb[3]});
+          ptx::mma_m16n8k16<T>(dpt[mi][2 * np], va[mi], {db[0], db[1]});
+          ptx::mma_m16n8k16<T>(dpt[mi][2 * np + 1], va[mi], {db[2], db[3]});
+        }
       }
     }
 
-    // Pᵀ and dSᵀ on the accumulators. This thread holds keys key0 + g (e < 2) and key0 + g + 8,
+    // Pᵀ and dSᵀ on the accumulators. This thread holds keys key0 + 16·mi + g (e < 2) and + 8,
     // queries 8n + 2t and 8n + 2t + 1 of the tile (e even, odd).
     const bool masked = i < qt.unmasked_from;
 #pragma unroll
@@ -208,38 +226,43 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * n + 2 * t);
       const float2 dd = *reinterpret_cast<const float2*>(delta_s + 8 * n + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float s = st[n][e];
-        if (masked) {
-          const int key = key0 + g + (e >= 2 ? 8 : 0), query = i * Br + 8 * n + 2 * t + (e & 1);
-          if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) s = -INFINITY;
+      for (int mi = 0; mi < KM; ++mi)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float s = st[mi][n][e];
+          if (masked) {
+            const int key = key0 + 16 * mi + g + (e >= 2 ? 8 : 0), query = i * Br + 8 * n + 2 * t + (e & 1);
+            if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) s = -INFINITY;
+          }
+          const float p = ptx::ex2(fmaf(s, a.scale_log2, -((e & 1) ? l2.y : l2.x)));
+          st[mi][n][e] = p;
+          dpt[mi][n][e] = p * (dpt[mi][n][e] - ((e & 1) ? dd.y : dd.x));
         }
-        const float p = ptx::ex2(fmaf(s, a.scale_log2, -((e & 1) ? l2.y : l2.x)));
-        st[n][e] = p;
-        dpt[n][e] = p * (dpt[n][e] - ((e & 1) ? dd.y : dd.x));
-      }
     }
 
     // dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i: Br/16 steps of k = 16 queries; A from the accumulators.
 #pragma unroll
     for (int ks = 0; ks < Br / 16; ++ks) {
-      const std::uint32_t pa[4] = {ptx::pack2<T>(st[2 * ks][0], st[2 * ks][1]), ptx::pack2<T>(st[2 * ks][2], st[2 * ks][3]),
-                                   ptx::pack2<T>(st[2 * ks + 1][0], st[2 * ks + 1][1]),
-                                   ptx::pack2<T>(st[2 * ks + 1][2], st[2 * ks + 1][3])};
-      const std::uint32_t da[4] = {ptx::pack2<T>(dpt[2 * ks][0], dpt[2 * ks][1]),
-                                   ptx::pack2<T>(dpt[2 * ks][2], dpt[2 * ks][3]),
-                                   ptx::pack2<T>(dpt[2 * ks + 1][0], dpt[2 * ks + 1][1]),
-                                   ptx::pack2<T>(dpt[2 * ks + 1][2], dpt[2 * ks + 1][3])};
-      // dSᵀ to shared memory for the dQ product: keys key0 + g (+8), queries 16ks + 8·half + 2t.
+      std::uint32_t pa[KM][4], da[KM][4];
 #pragma unroll
-      for (int half = 0; half < 2 && kAtomicDq; ++half) {
-        const int chunk = 2 * ks + half;  // the query column's 16-byte chunk (a compile-time number)
+      for (int mi = 0; mi < KM; ++mi) {
+        const float(&p0)[4] = st[mi][2 * ks], (&p1)[4] = st[mi][2 * ks + 1];
+        const float(&d0)[4] = dpt[mi][2 * ks], (&d1)[4] = dpt[mi][2 * ks + 1];
+        pa[mi][0] = ptx::pack2<T>(p0[0], p0[1]), pa[mi][1] = ptx::pack2<T>(p0[2], p0[3]);
+        pa[mi][2] = ptx::pack2<T>(p1[0], p1[1]), pa[mi][3] = ptx::pack2<T>(p1[2], p1[3]);
+        da[mi][0] = ptx::pack2<T>(d0[0], d0[1]), da[mi][1] = ptx::pack2<T>(d0[2], d0[3]);
+        da[mi][2] = ptx::pack2<T>(d1[0], d1[1]), da[mi][3] = ptx::pack2<T>(d1[2], d1[3]);
+        // dSᵀ to shared memory for the dQ product: keys key0 + 16·mi + g (+8), queries 16ks + 8·half + 2t.
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = 16 * warp + g + 8 * r;  // row mod 8 = g
-          *reinterpret_cast<std::uint32_t*>(
-              ds_generic + sizeof(T) * ((chunk / 8) * (Bc * 64) + row * 64 + (((chunk % 8) ^ g) * 8) + 2 * t)) =
-              da[2 * half + r];
+        for (int half = 0; half < 2 && kAtomicDq; ++half) {
+          const int chunk = 2 * ks + half;  // the query column's 16-byte chunk (a compile-time number)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = 16 * (KM * warp + mi) + g + 8 * r;  // row mod 8 = g
+            *reinterpret_cast<std::uint32_t*>(
+                ds_generic + sizeof(T) * ((chunk / 8) * (Bc * 64) + row * 64 + (((chunk % 8) ^ g) * 8) + 2 * t)) =
+                da[mi][2 * half + r];
+          }
         }
       }
 #pragma unroll
@@ -247,61 +270,72 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
         std::uint32_t ob[4], qb[4];
         ptx::ldmatrix_x4_trans(ob, swizzled_at<T>(do_tile + qdo_as_bt, dp, ks, Br));
         ptx::ldmatrix_x4_trans(qb, swizzled_at<T>(q_tile + qdo_as_bt, dp, ks, Br));
-        ptx::mma_m16n8k16<T>(dv[2 * dp], pa, {ob[0], ob[1]});
-        ptx::mma_m16n8k16<T>(dv[2 * dp + 1], pa, {ob[2], ob[3]});
-        ptx::mma_m16n8k16<T>(dk[2 * dp], da, {qb[0], qb[1]});
-        ptx::mma_m16n8k16<T>(dk[2 * dp + 1], da, {qb[2], qb[3]});
+#pragma unroll
+        for (int mi = 0; mi < KM; ++mi) {
+          ptx::mma_m16n8k16<T>(dv[mi][2 * dp], pa[mi], {ob[0], ob[1]});
+          ptx::mma_m16n8k16<T>(dv[mi][2 * dp + 1], pa[mi], {ob[2], ob[3]});
+          ptx::mma_m16n8k16<T>(dk[mi][2 * dp], da[mi], {qb[0], qb[1]});
+          ptx::mma_m16n8k16<T>(dk[mi][2 * dp + 1], da[mi], {qb[2], qb[3]});
+        }
       }
     }
     if constexpr (!kAtomicDq) continue;
     __syncthreads();  // dSᵀ complete
 
-    // dQ_i (this warp's 16 queries × kDqCols) = dS K_j: Bc/16 steps of k = 16 keys, then atomics.
+    // dQ_i (this warp's 16·QM queries × kDqCols) = dS K_j: Bc/16 steps of k = 16 keys, then atomics.
     constexpr int QT = C::kDqCols / 8;
-    float dq[QT][4] = {};
+    float dq[QM][QT][4] = {};
 #pragma unroll
     for (int ks = 0; ks < Bc / 16; ++ks) {
-      std::uint32_t sa[4];
-      ptx::ldmatrix_x4_trans(sa, ds_as_a + sizeof(T) * (16 * ks * 64));
+      std::uint32_t sa[QM][4];
+#pragma unroll
+      for (int qm = 0; qm < QM; ++qm) ptx::ldmatrix_x4_trans(sa[qm], ds_as_a[qm] + sizeof(T) * (16 * ks * 64));
 #pragma unroll
       for (int dp = 0; dp < QT / 2; ++dp) {
         std::uint32_t kb[4];
         ptx::ldmatrix_x4_trans(kb, swizzled_at<T>(k_as_bt, dq_col0 / 16 + dp, ks, Bc));  // a per-warp step
-        ptx::mma_m16n8k16<T>(dq[2 * dp], sa, {kb[0], kb[1]});
-        ptx::mma_m16n8k16<T>(dq[2 * dp + 1], sa, {kb[2], kb[3]});
+#pragma unroll
+        for (int qm = 0; qm < QM; ++qm) {
+          ptx::mma_m16n8k16<T>(dq[qm][2 * dp], sa[qm], {kb[0], kb[1]});
+          ptx::mma_m16n8k16<T>(dq[qm][2 * dp + 1], sa[qm], {kb[2], kb[3]});
+        }
       }
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int query = i * Br + dq_rows + g + 8 * r;
-      if (query >= a.seq_q) continue;
-      float* row = a.dq_accum + (head * a.seq_q + query) * D + dq_col0 + 2 * t;
+    for (int qm = 0; qm < QM; ++qm)
 #pragma unroll
-      for (int n = 0; n < QT; ++n) {
+      for (int r = 0; r < 2; ++r) {
+        const int query = i * Br + dq_rows + 16 * qm + g + 8 * r;
+        if (query >= a.seq_q) continue;
+        float* row = a.dq_accum + (head * a.seq_q + query) * D + dq_col0 + 2 * t;
+#pragma unroll
+        for (int n = 0; n < QT; ++n) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        atomicAdd(reinterpret_cast<float2*>(row + 8 * n), make_float2(dq[n][2 * r], dq[n][2 * r + 1]));
+          atomicAdd(reinterpret_cast<float2*>(row + 8 * n), make_float2(dq[qm][n][2 * r], dq[qm][n][2 * r + 1]));
 #else
-        atomicAdd(row + 8 * n, dq[n][2 * r]);
-        atomicAdd(row + 8 * n + 1, dq[n][2 * r + 1]);
+          atomicAdd(row + 8 * n, dq[qm][n][2 * r]);
+          atomicAdd(row + 8 * n + 1, dq[qm][n][2 * r + 1]);
 #endif
+        }
       }
-    }
   }
 
-  // dK = τ·dSᵀQ and dV, this warp's 16 keys (rows ≥ Nk are not written). A key tile that no query
-  // sees writes zeros.
+  // dK = τ·dSᵀQ and dV, this warp's 16·KM keys (rows ≥ Nk are not written). A key tile that no
+  // query sees writes zeros.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = key0 + g + 8 * r;
-    if (key >= a.seq_k) continue;
-    const std::int64_t at_row = (head * a.seq_k + key) * D + 2 * t;
+  for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
-    for (int n = 0; n < DT; ++n) {
-      *reinterpret_cast<std::uint32_t*>(a.dk + at_row + 8 * n) =
-          ptx::pack2<T>(dk[n][2 * r] * a.scale, dk[n][2 * r + 1] * a.scale);
-      *reinterpret_cast<std::uint32_t*>(a.dv + at_row + 8 * n) = ptx::pack2<T>(dv[n][2 * r], dv[n][2 * r + 1]);
+    for (int r = 0; r < 2; ++r) {
+      const int key = key0 + 16 * mi + g + 8 * r;
+      if (key >= a.seq_k) continue;
+      const std::int64_t at_row = (head * a.seq_k + key) * D + 2 * t;
+#pragma unroll
+      for (int n = 0; n < DT; ++n) {
+        *reinterpret_cast<std::uint32_t*>(a.dk + at_row + 8 * n) =
+            ptx::pack2<T>(dk[mi][n][2 * r] * a.scale, dk[mi][n][2 * r + 1] * a.scale);
+        *reinterpret_cast<std::uint32_t*>(a.dv + at_row + 8 * n) = ptx::pack2<T>(dv[mi][n][2 * r], dv[mi][n][2 * r + 1]);
+      }
     }
-  }
 }
 
 // The deterministic dQ: one block per query tile of 16·kWarps queries, each warp owning 16 of

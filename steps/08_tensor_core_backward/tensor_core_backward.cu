@@ -27,13 +27,19 @@ namespace fa::step08 {
 
 namespace {
 
-// The tile shape per head dim: warps of 16 keys, query tiles of Br = 64. 8 warps (Bc = 128, one
-// block per SM at 255 registers) against 4 (Bc = 64, two blocks): 1.7-1.9x at N = 4k, 1.03-1.23x at
-// 16k (docs/results/step08_tune_h100.txt): half the blocks per head add to the same dQ rows, and
-// each Q/dO tile copied serves twice the keys.
+// The tile shape per head dim (docs/results/step08_tune_h100.txt). D = 64: 4 warps of 32 keys (Bc =
+// 128), query tiles of 32, two blocks per SM: each Q/dO fragment read feeds two key blocks, 1.18-1.25x
+// the 8 warps of 16 keys with query tiles of 64, which the other head dims run (one block per SM at
+// 255 registers; 32 keys a warp would need 256 accumulators at D = 128). 8 warps of 16 keys against
+// 4 (Bc = 64, two blocks): 1.7-1.9x at N = 4k, 1.03-1.23x at 16k: half the blocks per head add to the
+// same dQ rows, and each Q/dO tile copied serves twice the keys.
 template <int D>
 struct StageConfigOf {
-  using type = BackwardConfig<D, 8, 1>;  // Bc = 128
+  using type = BackwardConfig<D, 8, 1>;  // Bc = 128, Br = 64
+};
+template <>
+struct StageConfigOf<64> {
+  using type = BackwardConfig<64, 4, 2, 2, 32>;  // Bc = 128, Br = 32
 };
 template <int D>
 using StageConfig = typename StageConfigOf<D>::type;
@@ -75,7 +81,7 @@ void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T
 template <class T>
 void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
               const AttentionGradients& grads, DeviceContext& ctx, bool deterministic) {
-  constexpr int kBr = 64;  // every StageConfig's query tile
+  constexpr int kBr = 64;  // a multiple of every StageConfig's query tile (the rows' arrays are padded to it)
   const std::int64_t heads = p.heads_total();
   const int seq_q_padded = static_cast<int>((p.seq_q + kBr - 1) / kBr * kBr);
   float* dq_accum =

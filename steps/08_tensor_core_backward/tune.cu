@@ -67,13 +67,15 @@ int main(int argc, char** argv) {
   std::vector<long> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atol(argv[i]));
   if (sizes.empty()) sizes = {4096};
-  std::printf("BackwardConfig<D, warps (16 keys each), blocks per SM>, bf16, the key-tile kernel alone\n");
+  std::printf("BackwardConfig<D, warps, blocks per SM, 16-key blocks per warp, Br, 16-query blocks per warp in dQ>, bf16, the key-tile kernel alone\n");
   for (const long N : sizes)
     for (const bool causal : {false, true}) {
-      FA_ROW(N, causal, 64, 4, 2);
       FA_ROW(N, causal, 64, 8, 1);
-      FA_ROW(N, causal, 128, 4, 2);
+      FA_ROW(N, causal, 64, 4, 2, 2, 32);
+      FA_ROW(N, causal, 64, 8, 1, 2, 32);
+      FA_ROW(N, causal, 64, 4, 2, 2, 32, 2);
       FA_ROW(N, causal, 128, 8, 1);
+      FA_ROW(N, causal, 128, 8, 1, 1, 64, 2);
     }
   return 0;
 }
