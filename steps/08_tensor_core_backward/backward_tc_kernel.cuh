@@ -8,17 +8,18 @@
 // gradient happens on accumulator fragments. What changed from stage 07's forward
 // (07_tensor_cores/flash_tc_kernel.cuh): the warps own keys, not queries.
 //
-//   block: Bc = 16·kWarps keys; warp w owns keys [16w, 16w + 16) of the tile, and its rows of dK, dV
-//   per query tile i of Br queries:
-//     Sᵀ  = K_w Q_iᵀ      16 keys × Br queries   A: K (ldmatrix), B: Q rows as columns (ldmatrix)
-//     dPᵀ = V_w dO_iᵀ     16 × Br                A: V, B: dO rows as columns
+//   block: Bc keys; warp w owns a key block of 16·KM keys (KM = 1 or 2, BackwardConfig) and its
+//   rows of dK, dV. Per query tile i of Br queries:
+//     Sᵀ  = K_w Q_iᵀ      16·KM keys × Br queries   A: K (ldmatrix), B: Q rows as columns (ldmatrix)
+//     dPᵀ = V_w dO_iᵀ     16·KM × Br                A: V, B: dO rows as columns
 //     Pᵀ  = 2^(Sᵀ·τlog2e − LSE_i·log2e),  dSᵀ = Pᵀ ∘ (dPᵀ − D_i)     on the accumulators
 //     dV_w += Pᵀ dO_i     A: Pᵀ packed to 16 bits in registers (the C→A identity of stage 07)
 //     dK_w += dSᵀ Q_i     A: dSᵀ packed, B: Q (ldmatrix.trans: k runs along Q's rows)
-//     dSᵀ → shared memory; then warp w owns queries 16·(w mod 4) .. +15 of the tile and the
-//     (w / 4)-th part of D:
+//     dSᵀ → shared memory; then warp w owns 16·QM queries of the tile and a column block of D:
 //     dQ_i += dS K_j      A: dS (ldmatrix.trans of the stored dSᵀ), B: K (ldmatrix.trans)
 //                         added to a float32 dQ in global memory with atomics
+//   Split (D = 128): two warps share each key block, each computing Sᵀ and dPᵀ for half the queries
+//   and dK, dV for half of D; Pᵀ and dSᵀ go to shared memory and come back as A operands.
 //   (--deterministic: the same kernel without the dQ part, then backward_dq_kernel below, which
 //   turns the loop around to compute dQ in registers in a fixed order.)
 //
@@ -27,6 +28,11 @@
 // in registers; only dS makes one trip through shared memory, for the product that sums over
 // keys (dQ). Q_{i+1}, dO_{i+1} and their rows' LSE and D are copied (cp.async) while tile i is
 // computed: two buffers each.
+//
+// What sets the speed is shared memory: every fragment read by ldmatrix serves a few mma's. A warp
+// of 16 keys reads 5 fragments for 8 mma's of Sᵀ (one of K, four of Q); of 32 keys, 6 for 16. Per
+// query tile that is 0.58 fragments per mma with 16 keys a warp (D = 128) and 0.45 with 32
+// (D = 64, or D = 128 split), which the tile shapes in tensor_core_backward.cu are measured against.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -67,12 +73,18 @@ struct BackwardArgs {
 // kKeyBlocks·16 × D: the accumulators (2·kKeyBlocks·(Br + D)/2 floats a thread) pick the shape. A
 // fragment of Q or dO read from shared memory feeds kKeyBlocks row blocks of keys, so 32 keys a warp
 // read half the shared memory per product of 16 (D = 64: 32 keys × 32 queries fits where 32 × 64 does
-// not). In the dQ product (Br queries × D) warp w owns kDqBlocks·16 queries from
-// 16·kDqBlocks·(w mod kDqGroups) and the (w / kDqGroups)-th column block of D.
-template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1>
+// not). kSplit = 2: two warps share each key block, which D = 128 needs for 32 keys a warp (256
+// accumulators otherwise): each computes Sᵀ and dPᵀ for half the queries and dK, dV for half of D;
+// Pᵀ and dSᵀ then go through shared memory (FlashAttention-2's layout), and the warps read them back as
+// A operands for all the queries. In the dQ product (Br queries × D) warp w owns kDqBlocks·16
+// queries from 16·kDqBlocks·(w mod kDqGroups) and the (w / kDqGroups)-th column block of D.
+template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1,
+          int kSplit_ = 1>
 struct BackwardConfig {
   static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_, kKeyBlocks = kKeyBlocks_;
-  static constexpr int kThreads = 32 * kWarps, kBc = 16 * kKeyBlocks * kWarps, kBr = kBr_;
+  static constexpr int kSplit = kSplit_;  // warps per key block
+  static constexpr int kThreads = 32 * kWarps, kBc = 16 * kKeyBlocks * kWarps / kSplit, kBr = kBr_;
+  static_assert(kSplit == 1 || (kSplit == 2 && D % 128 == 0 && kBr % 32 == 0), "split: halves of 64 columns");
   static constexpr int kDqBlocks = kDqBlocks_;                // 16-query row blocks per warp in dQ
   static constexpr int kDqGroups = kBr / (16 * kDqBlocks);    // warps along the queries of dQ
   static constexpr int kDqCols = D / (kWarps / kDqGroups);    // dQ columns per warp
@@ -82,9 +94,10 @@ struct BackwardConfig {
   using QTile = SwizzledTile<kBr, D>;
   using DsTile = SwizzledTile<kBc, kBr>;  // dSᵀ: a row per key, a column per query (Br = 32: padded
                                           // to 64 columns, so that rows stay 128-byte swizzle rows)
-  // K, V; two buffers of Q and of dO; dSᵀ; two buffers of the rows' LSE·log2e and D.
+  // K, V; two buffers of Q and of dO; dSᵀ (and Pᵀ when split); two buffers of the rows' LSE·log2e and D.
   static constexpr int kSmemBytes =
-      (2 * KVTile::kElements + 4 * QTile::kElements + DsTile::kElements) * 2 + 2 * 2 * kBr * 4;
+      (2 * KVTile::kElements + 4 * QTile::kElements + (kSplit > 1 ? 2 : 1) * DsTile::kElements) * 2 +
+      2 * 2 * kBr * 4;
 };
 
 // The query tiles a key tile [j0, j0 + Bc) meets: from the first query that sees key j0 (causal) to
@@ -112,22 +125,28 @@ __device__ __forceinline__ QueryTiles query_tiles(int j0, int Bc, int Br, int se
 // kAtomicDq = false: dK and dV only (the deterministic mode: dQ by backward_dq_kernel, below).
 template <class T, class C, bool kAtomicDq = true>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel(const BackwardArgs<T> a) {
-  constexpr int D = C::D, Bc = C::kBc, Br = C::kBr, KM = C::kKeyBlocks, NQ = Br / 8, DT = D / 8;
+  constexpr int D = C::D, Bc = C::kBc, Br = C::kBr, KM = C::kKeyBlocks, S = C::kSplit;
+  constexpr int NQ = Br / S / 8, DT = D / S / 8;  // this warp's query columns of Sᵀ, its columns of dK, dV
   using KVTile = typename C::KVTile;
   using QTile = typename C::QTile;
   extern __shared__ __align__(128) unsigned char smem[];
-  // Shared memory by 32-bit shared-window addresses (stage 07): K, V, Q[2], dO[2], dSᵀ, LSE2[2], D[2].
+  // Shared memory by 32-bit shared-window addresses (stage 07): K, V, Q[2], dO[2], dSᵀ, (Pᵀ,)
+  // LSE2[2], D[2].
   constexpr std::uint32_t kKV = KVTile::kElements * sizeof(T), kQ = QTile::kElements * sizeof(T);
+  constexpr std::uint32_t kDs = C::DsTile::kElements * sizeof(T);
   const std::uint32_t k_tile = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
   const std::uint32_t v_tile = k_tile + kKV, q_tiles = v_tile + kKV, do_tiles = q_tiles + 2 * kQ;
-  const std::uint32_t ds_tile = do_tiles + 2 * kQ;
+  const std::uint32_t ds_tile = do_tiles + 2 * kQ, p_tile = ds_tile + kDs;  // p_tile: split only
   unsigned char* ds_generic = smem + (ds_tile - k_tile);
-  float* rows_s = reinterpret_cast<float*>(ds_generic + C::DsTile::kElements * sizeof(T));  // [2][2][Br]
-  const std::uint32_t rows_tiles = ds_tile + C::DsTile::kElements * sizeof(T);
+  const std::uint32_t rows_tiles = ds_tile + (S > 1 ? 2 : 1) * kDs;
+  float* rows_s = reinterpret_cast<float*>(smem + (rows_tiles - k_tile));  // [2][2][Br]
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  // Split: warps 2kw and 2kw + 1 share key block kw; part 0 or 1 of the queries (Sᵀ) and of D (dK, dV).
+  const int kw = warp / S, part = warp % S;
   const std::int64_t head = blockIdx.x;
-  const int j0 = blockIdx.y * Bc, key0 = j0 + 16 * KM * warp;  // the block's and this warp's first key
+  const int j0 = blockIdx.y * Bc, key0 = j0 + 16 * KM * kw;  // the block's and this warp's first key
+  const int q_part = part * (Br / S), d_part = part * (D / S);  // first query of Sᵀ, first column of dK
   const T* q = a.q + head * a.seq_q * D;
   const T* d_o = a.d_o + head * a.seq_q * D;
   const T* k = a.k + head * a.seq_k * D;
@@ -143,11 +162,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   //        along the stored rows: Q, dO for Sᵀ, dPᵀ; and dSᵀ read .trans as dS's A operand)
   const int chunk_a = (lane / 16) ^ (lane % 8), chunk_b = (lane / 8 % 2) ^ (lane % 8);
   const int row_a = lane % 16, row_b = lane % 8 + 8 * (lane / 16);
-  const std::uint32_t k_as_a = k_tile + sizeof(T) * ((16 * KM * warp + row_a) * 64 + chunk_a * 8);  // + 16·mi rows
-  const std::uint32_t v_as_a = v_tile + sizeof(T) * ((16 * KM * warp + row_a) * 64 + chunk_a * 8);
+  // (Row and column-block offsets are multiples of 8 rows or of a block: they commute with the XOR.)
+  const std::uint32_t key_rows_a = sizeof(T) * ((16 * KM * kw + row_a) * 64 + chunk_a * 8);  // + 16·mi rows
+  const std::uint32_t k_as_a = k_tile + key_rows_a, v_as_a = v_tile + key_rows_a;
   const std::uint32_t k_as_bt = k_tile + sizeof(T) * (row_a * 64 + chunk_a * 8);   // + 16·ks rows
-  const std::uint32_t qdo_as_b = sizeof(T) * (row_b * 64 + chunk_b * 8);           // + the tile
-  const std::uint32_t qdo_as_bt = sizeof(T) * (row_a * 64 + chunk_a * 8);          // + the tile
+  const std::uint32_t qdo_as_b = sizeof(T) * ((q_part + row_b) * 64 + chunk_b * 8);  // + the tile
+  const std::uint32_t qdo_as_bt =                                                   // + the tile
+      sizeof(T) * ((d_part / 64) * (Br * 64) + row_a * 64 + chunk_a * 8);
   // dSᵀ as dS's A operand, row block qm: key rows 16·ks + row_b, query columns
   // dq_rows + 16·qm + 8·((lane / 8) mod 2).
   constexpr int QM = C::kDqBlocks;
@@ -223,15 +244,16 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     const bool masked = i < qt.unmasked_from;
 #pragma unroll
     for (int n = 0; n < NQ; ++n) {
-      const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + 8 * n + 2 * t);
-      const float2 dd = *reinterpret_cast<const float2*>(delta_s + 8 * n + 2 * t);
+      const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + q_part + 8 * n + 2 * t);
+      const float2 dd = *reinterpret_cast<const float2*>(delta_s + q_part + 8 * n + 2 * t);
 #pragma unroll
       for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float s = st[mi][n][e];
           if (masked) {
-            const int key = key0 + 16 * mi + g + (e >= 2 ? 8 : 0), query = i * Br + 8 * n + 2 * t + (e & 1);
+            const int key = key0 + 16 * mi + g + (e >= 2 ? 8 : 0);
+            const int query = i * Br + q_part + 8 * n + 2 * t + (e & 1);
             if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) s = -INFINITY;
           }
           const float p = ptx::ex2(fmaf(s, a.scale_log2, -((e & 1) ? l2.y : l2.x)));
@@ -240,33 +262,31 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
         }
     }
 
-    // dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i: Br/16 steps of k = 16 queries; A from the accumulators.
+    // Pᵀ or dSᵀ, this warp's step ks of its queries, packed as a 16-bit A fragment (keys × k = 16
+    // queries): the C→A identity of stage 07.
+    auto pack = [&](const float(&x)[KM][NQ][4], int mi, int ks, std::uint32_t(&frag)[4]) {
+      const float(&c0)[4] = x[mi][2 * ks], (&c1)[4] = x[mi][2 * ks + 1];
+      frag[0] = ptx::pack2<T>(c0[0], c0[1]), frag[1] = ptx::pack2<T>(c0[2], c0[3]);
+      frag[2] = ptx::pack2<T>(c1[0], c1[1]), frag[3] = ptx::pack2<T>(c1[2], c1[3]);
+    };
+    // ... stored to a Bc × Br tile: keys key0 + 16·mi + g (+8), queries q_part + 16ks + 8·half + 2t.
+    auto store = [&](unsigned char* tile, const std::uint32_t(&frag)[4], int mi, int ks) {
 #pragma unroll
-    for (int ks = 0; ks < Br / 16; ++ks) {
-      std::uint32_t pa[KM][4], da[KM][4];
+      for (int half = 0; half < 2; ++half) {
+        const int chunk = q_part / 8 + 2 * ks + half;  // the query column's 16-byte chunk
 #pragma unroll
-      for (int mi = 0; mi < KM; ++mi) {
-        const float(&p0)[4] = st[mi][2 * ks], (&p1)[4] = st[mi][2 * ks + 1];
-        const float(&d0)[4] = dpt[mi][2 * ks], (&d1)[4] = dpt[mi][2 * ks + 1];
-        pa[mi][0] = ptx::pack2<T>(p0[0], p0[1]), pa[mi][1] = ptx::pack2<T>(p0[2], p0[3]);
-        pa[mi][2] = ptx::pack2<T>(p1[0], p1[1]), pa[mi][3] = ptx::pack2<T>(p1[2], p1[3]);
-        da[mi][0] = ptx::pack2<T>(d0[0], d0[1]), da[mi][1] = ptx::pack2<T>(d0[2], d0[3]);
-        da[mi][2] = ptx::pack2<T>(d1[0], d1[1]), da[mi][3] = ptx::pack2<T>(d1[2], d1[3]);
-        // dSᵀ to shared memory for the dQ product: keys key0 + 16·mi + g (+8), queries 16ks + 8·half + 2t.
-#pragma unroll
-        for (int half = 0; half < 2 && kAtomicDq; ++half) {
-          const int chunk = 2 * ks + half;  // the query column's 16-byte chunk (a compile-time number)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int row = 16 * (KM * warp + mi) + g + 8 * r;  // row mod 8 = g
-            *reinterpret_cast<std::uint32_t*>(
-                ds_generic + sizeof(T) * ((chunk / 8) * (Bc * 64) + row * 64 + (((chunk % 8) ^ g) * 8) + 2 * t)) =
-                da[mi][2 * half + r];
-          }
+        for (int r = 0; r < 2; ++r) {
+          const int row = 16 * (KM * kw + mi) + g + 8 * r;  // row mod 8 = g
+          *reinterpret_cast<std::uint32_t*>(
+              tile + sizeof(T) * ((chunk / 8) * (Bc * 64) + row * 64 + (((chunk % 8) ^ g) * 8) + 2 * t)) =
+              frag[2 * half + r];
         }
       }
+    };
+    // dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i, step ks of k = 16 queries, this warp's columns of D.
+    auto accumulate = [&](const std::uint32_t(&pa)[KM][4], const std::uint32_t(&da)[KM][4], int ks) {
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
+      for (int dp = 0; dp < DT / 2; ++dp) {
         std::uint32_t ob[4], qb[4];
         ptx::ldmatrix_x4_trans(ob, swizzled_at<T>(do_tile + qdo_as_bt, dp, ks, Br));
         ptx::ldmatrix_x4_trans(qb, swizzled_at<T>(q_tile + qdo_as_bt, dp, ks, Br));
@@ -278,9 +298,48 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
           ptx::mma_m16n8k16<T>(dk[mi][2 * dp + 1], da[mi], {qb[2], qb[3]});
         }
       }
+    };
+    if constexpr (S == 1) {
+      // The warp has all Br queries of its keys: Pᵀ and dSᵀ are A operands straight from the
+      // accumulators; dSᵀ also goes to shared memory, for the dQ product.
+#pragma unroll
+      for (int ks = 0; ks < Br / 16; ++ks) {
+        std::uint32_t pa[KM][4], da[KM][4];
+#pragma unroll
+        for (int mi = 0; mi < KM; ++mi) {
+          pack(st, mi, ks, pa[mi]);
+          pack(dpt, mi, ks, da[mi]);
+          if constexpr (kAtomicDq) store(ds_generic, da[mi], mi, ks);
+        }
+        accumulate(pa, da, ks);
+      }
+    } else {
+      // Split: each warp has half the queries; both halves meet in shared memory, and each warp
+      // reads back Pᵀ and dSᵀ of its keys for all Br queries.
+#pragma unroll
+      for (int ks = 0; ks < NQ / 2; ++ks)
+#pragma unroll
+        for (int mi = 0; mi < KM; ++mi) {
+          std::uint32_t frag[4];
+          pack(st, mi, ks, frag);
+          store(smem + (p_tile - k_tile), frag, mi, ks);
+          pack(dpt, mi, ks, frag);
+          store(ds_generic, frag, mi, ks);
+        }
+      __syncthreads();  // Pᵀ, dSᵀ complete
+#pragma unroll
+      for (int ks = 0; ks < Br / 16; ++ks) {
+        std::uint32_t pa[KM][4], da[KM][4];
+#pragma unroll
+        for (int mi = 0; mi < KM; ++mi) {
+          ptx::ldmatrix_x4(pa[mi], swizzled_at<T>(p_tile + key_rows_a, ks, mi, Bc));
+          ptx::ldmatrix_x4(da[mi], swizzled_at<T>(ds_tile + key_rows_a, ks, mi, Bc));
+        }
+        accumulate(pa, da, ks);
+      }
     }
     if constexpr (!kAtomicDq) continue;
-    __syncthreads();  // dSᵀ complete
+    if constexpr (S == 1) __syncthreads();  // dSᵀ complete
 
     // dQ_i (this warp's 16·QM queries × kDqCols) = dS K_j: Bc/16 steps of k = 16 keys, then atomics.
     constexpr int QT = C::kDqCols / 8;
@@ -328,7 +387,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     for (int r = 0; r < 2; ++r) {
       const int key = key0 + 16 * mi + g + 8 * r;
       if (key >= a.seq_k) continue;
-      const std::int64_t at_row = (head * a.seq_k + key) * D + 2 * t;
+      const std::int64_t at_row = (head * a.seq_k + key) * D + d_part + 2 * t;
 #pragma unroll
       for (int n = 0; n < DT; ++n) {
         *reinterpret_cast<std::uint32_t*>(a.dk + at_row + 8 * n) =

@@ -27,30 +27,41 @@ namespace fa::step08 {
 
 namespace {
 
-// The tile shape per head dim (docs/results/step08_tune_h100.txt). D = 64: 4 warps of 32 keys (Bc =
-// 128), query tiles of 32, two blocks per SM: each Q/dO fragment read feeds two key blocks, 1.18-1.25x
-// the 8 warps of 16 keys with query tiles of 64, which the other head dims run (one block per SM at
-// 255 registers; 32 keys a warp would need 256 accumulators at D = 128). 8 warps of 16 keys against
-// 4 (Bc = 64, two blocks): 1.7-1.9x at N = 4k, 1.03-1.23x at 16k: half the blocks per head add to the
-// same dQ rows, and each Q/dO tile copied serves twice the keys.
-template <int D>
+// The tile shape per head dim and mask (docs/results/step08_tune_h100.txt). Every warp's dK and dV
+// stay in registers: 16·kKeyBlocks keys × D/kSplit columns, two accumulators each.
+// - D = 64: warps of 32 keys with query tiles of 32, so that each Q/dO fragment read from shared
+//   memory feeds two key blocks: 1.15-1.30x the warps of 16 keys with query tiles of 64. Without the
+//   mask 8 warps (Bc = 256: half the blocks add into each dQ row, half the atomics); causal 4 warps,
+//   two blocks per SM (Bc = 128: fewer keys to mask on the diagonal, more blocks to balance).
+// - D = 128: warps of 32 keys would need 256 accumulators; two warps share each 32 keys instead,
+//   half the queries and half of D each, Pᵀ and dSᵀ meeting in shared memory: 1.06-1.09x the warps of
+//   16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64, two blocks): 0.5-0.85x.
+// - D = 32, 96: 8 warps of 16 keys, query tiles of 64 (correct, not tuned).
+template <int D, bool kCausal>
 struct StageConfigOf {
   using type = BackwardConfig<D, 8, 1>;  // Bc = 128, Br = 64
 };
+template <bool kCausal>
+struct StageConfigOf<128, kCausal> {
+  using type = BackwardConfig<128, 8, 1, 2, 64, 2, 2>;  // Bc = 128, Br = 64, two warps per 32 keys
+};
 template <>
-struct StageConfigOf<64> {
+struct StageConfigOf<64, false> {
+  using type = BackwardConfig<64, 8, 1, 2, 32>;  // Bc = 256, Br = 32
+};
+template <>
+struct StageConfigOf<64, true> {
   using type = BackwardConfig<64, 4, 2, 2, 32>;  // Bc = 128, Br = 32
 };
-template <int D>
-using StageConfig = typename StageConfigOf<D>::type;
+template <int D, bool kCausal>
+using StageConfig = typename StageConfigOf<D, kCausal>::type;
 
 // The deterministic dQ kernel's shape: 4 warps of 16 queries, key tiles of 64, two blocks per SM.
 template <int D>
 using DqStageConfig = DqConfig<D, 4, 64, 2>;
 
-template <class T, int D>
-void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
-  using C = StageConfig<D>;
+template <class T, int D, class C>
+void launch_with(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
   if (dq_deterministic) {
     constexpr auto kernel = backward_tc_kernel<T, C, false>;
     opt_in_shared_memory_once<kernel, C::kSmemBytes>();
@@ -76,6 +87,14 @@ void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T
   kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(args);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("dkdv+dq");
+}
+
+template <class T, int D>
+void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
+  if (p.causal)
+    launch_with<T, D, StageConfig<D, true>>(p, args, ctx, dq_deterministic);
+  else
+    launch_with<T, D, StageConfig<D, false>>(p, args, ctx, dq_deterministic);
 }
 
 template <class T>
@@ -119,14 +138,20 @@ void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, Co
   ctx.kernel_end("dq");
 }
 
-// The larger of the two kernels' shared memory at D (the key-tile kernel's, at every D here).
+// The largest shared memory of the kernels at D (the key-tile kernel's, at every D here).
+template <int D>
+long long smem_of() {
+  long long most = DqStageConfig<D>::kSmemBytes;
+  for (const long long bytes : {StageConfig<D, false>::kSmemBytes, StageConfig<D, true>::kSmemBytes})
+    most = bytes > most ? bytes : most;
+  return most;
+}
 long long smem_at(std::int64_t dim) {
-  auto larger = [](long long a, long long b) { return a > b ? a : b; };
   switch (dim) {
-    case 32: return larger(StageConfig<32>::kSmemBytes, DqStageConfig<32>::kSmemBytes);
-    case 64: return larger(StageConfig<64>::kSmemBytes, DqStageConfig<64>::kSmemBytes);
-    case 96: return larger(StageConfig<96>::kSmemBytes, DqStageConfig<96>::kSmemBytes);
-    default: return larger(StageConfig<128>::kSmemBytes, DqStageConfig<128>::kSmemBytes);
+    case 32: return smem_of<32>();
+    case 64: return smem_of<64>();
+    case 96: return smem_of<96>();
+    default: return smem_of<128>();
   }
 }
 

@@ -1,6 +1,8 @@
 // step08_tune — times stage 08's key-tile kernel (backward_tc_kernel.cuh) at the FlashAttention
-// paper shapes (B·N = 16384 tokens, H·D = 2048, bf16) under several tile shapes: warps per block
-// (16 keys each), blocks per SM. The measurements behind StageConfig in tensor_core_backward.cu.
+// paper shapes (B·N = 16384 tokens, H·D = 2048, bf16) under several tile shapes (BackwardConfig):
+// warps, blocks per SM, key blocks of 16 per warp, query tile Br, dQ row blocks per warp, warps per key
+// block; the blocks per SM column is what the occupancy calculator gives for the launch. The
+// measurements behind StageConfig in tensor_core_backward.cu.
 // A tuning aid: it verifies nothing (the tests and the stage executable do); the inputs are hashed
 // uniforms and the LSE a constant, which changes the values, not the work.
 //
@@ -55,8 +57,10 @@ void row(long N, bool causal, const char* name) {
       },
       nullptr, 3, 15);
   const double flops = 2.5 * 4.0 * B * H * double(N) * N * C::D * (causal ? 0.5 : 1.0);
-  std::printf("  D=%-3d N=%-6ld %-8s %-26s %7.3f ms %6.1f TFLOP/s\n", C::D, N, causal ? "causal" : "full", name,
-              t.median_ms, flops / (t.median_ms * 1e-3) / 1e12);
+  int resident = 0;  // blocks per SM as launched (registers and shared memory permitting)
+  FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, C::kThreads, C::kSmemBytes));
+  std::printf("  D=%-3d N=%-6ld %-8s %-26s %d/SM %7.3f ms %6.1f TFLOP/s\n", C::D, N, causal ? "causal" : "full", name,
+              resident, t.median_ms, flops / (t.median_ms * 1e-3) / 1e12);
 }
 
 #define FA_ROW(N, causal, ...) row<BackwardConfig<__VA_ARGS__>>(N, causal, #__VA_ARGS__)
@@ -67,15 +71,17 @@ int main(int argc, char** argv) {
   std::vector<long> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atol(argv[i]));
   if (sizes.empty()) sizes = {4096};
-  std::printf("BackwardConfig<D, warps, blocks per SM, 16-key blocks per warp, Br, 16-query blocks per warp in dQ>, bf16, the key-tile kernel alone\n");
+  std::printf("BackwardConfig<D, warps, blocks per SM, 16-key blocks per warp, Br, 16-query blocks per warp in dQ, warps per key block>, bf16, the key-tile kernel alone\n");
   for (const long N : sizes)
     for (const bool causal : {false, true}) {
       FA_ROW(N, causal, 64, 8, 1);
       FA_ROW(N, causal, 64, 4, 2, 2, 32);
       FA_ROW(N, causal, 64, 8, 1, 2, 32);
-      FA_ROW(N, causal, 64, 4, 2, 2, 32, 2);
       FA_ROW(N, causal, 128, 8, 1);
       FA_ROW(N, causal, 128, 8, 1, 1, 64, 2);
+      FA_ROW(N, causal, 128, 8, 1, 2, 64, 1, 2);
+      FA_ROW(N, causal, 128, 8, 1, 2, 64, 2, 2);
+      FA_ROW(N, causal, 128, 4, 2, 2, 64, 2, 2);
     }
   return 0;
 }
