@@ -30,9 +30,10 @@ namespace {
 // The tile shape per head dim and mask (docs/results/step08_tune_h100.txt). Every warp's dK and dV
 // stay in registers: 16·kKeyBlocks keys × D/kSplit columns, two accumulators each.
 // - D = 64: warps of 32 keys with query tiles of 32, so that each Q/dO fragment read from shared
-//   memory feeds two key blocks: 1.15-1.30x the warps of 16 keys with query tiles of 64. Without the
-//   mask 8 warps (Bc = 256: half the blocks add into each dQ row, half the atomics); causal 4 warps,
-//   two blocks per SM (Bc = 128: fewer keys to mask on the diagonal, more blocks to balance).
+//   memory feeds two key blocks: 1.21-1.22x the warps of 16 keys with query tiles of 64. Without the
+//   mask 8 warps (Bc = 256: half the blocks add into each dQ row, half the atomics: 1.04-1.05x);
+//   causal 4 warps, two blocks per SM (Bc = 128; the two shapes are within the run-to-run spread
+//   there, and the smaller tile masks fewer keys on the diagonal).
 // - D = 128: warps of 32 keys would need 256 accumulators; two warps share each 32 keys instead,
 //   half the queries and half of D each, Pᵀ and dSᵀ meeting in shared memory: 1.06-1.09x the warps of
 //   16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64, two blocks): 0.5-0.85x.
