@@ -53,6 +53,7 @@ sanitizer_bad=0
 08_tensor_core_backward --heads 2 --reps 1 --warmup 0 --dim 128 --dtype float16 --seq-q 300 --seq-k 129
 08_tensor_core_backward --heads 2 --reps 1 --warmup 0 --dim 96 --seq 100
 08_tensor_core_backward --heads 2 --reps 1 --warmup 0 --dim 32 --seq-q 77 --seq-k 200
+08_tensor_core_backward --heads 2 --reps 1 --warmup 0 --dim 256 --seq-q 129 --seq-k 300
 CASES
 } > "$out/sanitizer.log" 2>&1
 echo "sanitizers: $(grep -c '^== ' "$out/sanitizer.log") runs, $(grep -cE 'ERROR SUMMARY: 0 errors|0 hazards' "$out/sanitizer.log") clean, failing: $sanitizer_bad ($((SECONDS - t0)) s)"

@@ -40,6 +40,7 @@
 #include <cstdint>
 
 #include "07_tensor_cores/tile_ops.cuh"
+#include "08_tensor_core_backward/fragment_gradient.cuh"
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
@@ -239,28 +240,23 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       }
     }
 
-    // Pᵀ and dSᵀ on the accumulators. This thread holds keys key0 + 16·mi + g (e < 2) and + 8,
-    // queries 8n + 2t and 8n + 2t + 1 of the tile (e even, odd).
-    const bool masked = i < qt.unmasked_from;
-#pragma unroll
-    for (int n = 0; n < NQ; ++n) {
-      const float2 l2 = *reinterpret_cast<const float2*>(lse2_s + q_part + 8 * n + 2 * t);
-      const float2 dd = *reinterpret_cast<const float2*>(delta_s + q_part + 8 * n + 2 * t);
+    // Pᵀ and dSᵀ on the accumulators (fragment_gradient.cuh). This thread holds keys
+    // key0 + 16·mi + g (e < 2) and + 8, queries q_part + 8n + 2t and + 1 of the tile (e even, odd).
+    if (i < qt.unmasked_from) {
 #pragma unroll
       for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float s = st[mi][n][e];
-          if (masked) {
+        for (int n = 0; n < NQ; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
             const int key = key0 + 16 * mi + g + (e >= 2 ? 8 : 0);
             const int query = i * Br + q_part + 8 * n + 2 * t + (e & 1);
-            if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) s = -INFINITY;
+            if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) st[mi][n][e] = -INFINITY;
           }
-          const float p = ptx::ex2(fmaf(s, a.scale_log2, -((e & 1) ? l2.y : l2.x)));
-          st[mi][n][e] = p;
-          dpt[mi][n][e] = p * (dpt[mi][n][e] - ((e & 1) ? dd.y : dd.x));
-        }
     }
+#pragma unroll
+    for (int mi = 0; mi < KM; ++mi)
+      probabilities_and_score_gradient<NQ>(st[mi], dpt[mi], lse2_s + q_part, delta_s + q_part, a.scale_log2);
 
     // Pᵀ or dSᵀ, this warp's step ks of its queries, packed as a 16-bit A fragment (keys × k = 16
     // queries): the C→A identity of stage 07.

@@ -29,9 +29,10 @@ int main(int argc, char** argv) {
   spec.supports = fa::step08::kSupports;
   spec.variants = {"flash", "flash-deterministic", "flash-float32"};
   spec.notes =
-      "kernel: one block per 128 keys (D = 64: 4 warps of 32 keys, query tiles of 32; else 8 warps of\n"
-      "16 keys, query tiles of 64), query tiles streamed (cp.async, two buffers), mma.sync.m16n8k16 for\n"
-      "S^T, dP^T, dV, dK and dQ; dQ by float atomics into a float32\n"
+      "kernel: one block per tile of keys (D = 64: warps of 32 keys, query tiles of 32; D = 128: two\n"
+      "warps per 32 keys, query tiles of 64; D = 256: two warps per 16 keys; D = 32, 96: warps of 16\n"
+      "keys), query tiles streamed (cp.async, two buffers), mma.sync.m16n8k16 for S^T, dP^T, dV, dK\n"
+      "and dQ; dQ by float atomics into a float32\n"
       "buffer, then converted. The forward is stage 07's.\n"
       "memory beyond Q, K, V, O, LSE, dO and the gradients: two floats per query row (D = rowsum(dO*O)\n"
       "and LSE*log2e) and, without --deterministic, dQ's float32 accumulator; measured.\n"

@@ -11,6 +11,7 @@
 //   build/steps/08_tensor_core_backward/step08_tensor_core_backward              (--help for the flags)
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -37,6 +38,7 @@ namespace {
 // - D = 128: warps of 32 keys would need 256 accumulators; two warps share each 32 keys instead,
 //   half the queries and half of D each, Pᵀ and dSᵀ meeting in shared memory: 1.06-1.09x the warps of
 //   16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64, two blocks): 0.5-0.85x.
+// - D = 256: two warps per 16 keys (128 columns of dK, dV each), Bc = 64: correct, not tuned.
 // - D = 32, 96: 8 warps of 16 keys, query tiles of 64 (correct, not tuned).
 template <int D, bool kCausal>
 struct StageConfigOf {
@@ -45,6 +47,10 @@ struct StageConfigOf {
 template <bool kCausal>
 struct StageConfigOf<128, kCausal> {
   using type = BackwardConfig<128, 8, 1, 2, 64, 2, 2>;  // Bc = 128, Br = 64, two warps per 32 keys
+};
+template <bool kCausal>
+struct StageConfigOf<256, kCausal> {
+  using type = BackwardConfig<256, 8, 1, 1, 64, 2, 2>;  // Bc = 64, Br = 64, two warps per 16 keys
 };
 template <>
 struct StageConfigOf<64, false> {
@@ -57,9 +63,10 @@ struct StageConfigOf<64, true> {
 template <int D, bool kCausal>
 using StageConfig = typename StageConfigOf<D, kCausal>::type;
 
-// The deterministic dQ kernel's shape: 4 warps of 16 queries, key tiles of 64, two blocks per SM.
+// The deterministic dQ kernel's shape: 4 warps of 16 queries, key tiles of 64, two blocks per SM
+// (D = 256: one, for the registers of its 16 × 256 dQ).
 template <int D>
-using DqStageConfig = DqConfig<D, 4, 64, 2>;
+using DqStageConfig = DqConfig<D, 4, 64, D == 256 ? 1 : 2>;
 
 template <class T, int D, class C>
 void launch_with(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
@@ -128,6 +135,7 @@ void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, Co
     case 32: launch<T, 32>(p, args, ctx, dq_out); break;
     case 64: launch<T, 64>(p, args, ctx, dq_out); break;
     case 96: launch<T, 96>(p, args, ctx, dq_out); break;
+    case 256: launch<T, 256>(p, args, ctx, dq_out); break;
     default: launch<T, 128>(p, args, ctx, dq_out); break;
   }
   if (deterministic) return;
@@ -152,6 +160,7 @@ long long smem_at(std::int64_t dim) {
     case 32: return smem_of<32>();
     case 64: return smem_of<64>();
     case 96: return smem_of<96>();
+    case 256: return smem_of<256>();
     default: return smem_of<128>();
   }
 }
@@ -164,7 +173,8 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
 
 std::string device_refusal(const Problem& p) {
   if (!cuda_skip_reason(kStageMinComputeCapability).empty()) return "";  // the harness skips
-  if (p.dim != 32 && p.dim != 64 && p.dim != 96 && p.dim != 128) return "";  // the CLI refuses it
+  if (std::find(kSupports.dims.begin(), kSupports.dims.end(), p.dim) == kSupports.dims.end())
+    return "";  // the CLI refuses it
   if (std::string why = step07::device_refusal(p); !why.empty()) return why;
   return shared_memory_refusal(smem_at(p.dim), "stage 08's backward kernel at D = " + std::to_string(p.dim));
 }
@@ -174,8 +184,8 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
                         const BackwardOptions& options) {
   p.require(kSupports);
   if (p.kv_heads() != p.heads) throw UsageError("stage 08 runs Hkv = Hq only (grouped heads: stage 10)");
-  if ((p.seq_k + 127) / 128 > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2 || p.heads_total() > INT_MAX)
-    throw UsageError("stage 08: Nk is at most 65535 key tiles of 128, and Nq, Nk, B·H fit 32-bit indices");
+  if ((p.seq_k + 63) / 64 > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2 || p.heads_total() > INT_MAX)
+    throw UsageError("stage 08: Nk is at most 65535 key tiles of 64, and Nq, Nk, B·H fit 32-bit indices");
   if (const std::string refusal = shared_memory_refusal(smem_at(p.dim), "stage 08's backward kernel at D = " +
                                                                             std::to_string(p.dim));
       !refusal.empty())

@@ -11,7 +11,7 @@
 namespace fa::step08 {
 
 // fp16 or bf16 in and out, float32 accumulators; D = 64 and 128 are the ones tuned.
-inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {32, 64, 96, 128}};
+inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {32, 64, 96, 128, 256}};
 
 struct BackwardOptions {
   // false: dQ by float atomics from the key-tile kernel into a float32 buffer (fastest; the order
