@@ -80,10 +80,11 @@ struct BackwardArgs {
 // A operands for all the queries. In the dQ product (Br queries × D) warp w owns kDqBlocks·16
 // queries from 16·kDqBlocks·(w mod kDqGroups) and the (w / kDqGroups)-th column block of D.
 template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1,
-          int kSplit_ = 1>
+          int kSplit_ = 1, bool kKeyTilesFast_ = false>
 struct BackwardConfig {
   static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_, kKeyBlocks = kKeyBlocks_;
   static constexpr int kSplit = kSplit_;  // warps per key block
+  static constexpr bool kKeyTilesFast = kKeyTilesFast_;  // the grid's x: key tiles (true) or heads
   static constexpr int kThreads = 32 * kWarps, kBc = 16 * kKeyBlocks * kWarps / kSplit, kBr = kBr_;
   static_assert(kSplit == 1 || (kSplit == 2 && D % 128 == 0 && kBr % 32 == 0), "split: halves of 64 columns");
   static constexpr int kDqBlocks = kDqBlocks_;                // 16-query row blocks per warp in dQ
@@ -145,8 +146,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   // Split: warps 2kw and 2kw + 1 share key block kw; part 0 or 1 of the queries (Sᵀ) and of D (dK, dV).
   const int kw = warp / S, part = warp % S;
-  const std::int64_t head = blockIdx.x;
-  const int j0 = blockIdx.y * Bc, key0 = j0 + 16 * KM * kw;  // the block's and this warp's first key
+  // The grid: kKeyTilesFast, (key tiles, heads), else (heads, key tiles).
+  const int key_tile = static_cast<int>(C::kKeyTilesFast ? blockIdx.x : blockIdx.y);
+  const std::int64_t head = C::kKeyTilesFast ? blockIdx.y : blockIdx.x;
+  const int j0 = key_tile * Bc, key0 = j0 + 16 * KM * kw;  // the block's and this warp's first key
   const int q_part = part * (Br / S), d_part = part * (D / S);  // first query of Sᵀ, first column of dK
   const T* q = a.q + head * a.seq_q * D;
   const T* d_o = a.d_o + head * a.seq_q * D;
@@ -200,7 +203,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   // The blocks of one head would all start at the same query tile and add to the same dQ rows at
   // the same time; each starts at its own instead (key tile index mod the count) and wraps around.
   // The sum does not depend on the order.
-  const int count = qt.end - qt.begin, first = count > 0 ? static_cast<int>(blockIdx.y) % count : 0;
+  const int count = qt.end - qt.begin, first = count > 0 ? key_tile % count : 0;
   auto tile_at = [&](int n) { return qt.begin + (first + n) % count; };
   if (count > 0) load_query_tile(tile_at(0), 0);
   ptx::cp_async_commit();

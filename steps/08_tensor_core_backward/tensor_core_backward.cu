@@ -31,13 +31,14 @@ namespace {
 // The tile shape per head dim and mask (docs/results/step08_tune_h100.txt). Every warp's dK and dV
 // stay in registers: 16·kKeyBlocks keys × D/kSplit columns, two accumulators each.
 // - D = 64: warps of 32 keys with query tiles of 32, so that each Q/dO fragment read from shared
-//   memory feeds two key blocks: 1.21-1.22x the warps of 16 keys with query tiles of 64. Without the
-//   mask 8 warps (Bc = 256: half the blocks add into each dQ row, half the atomics: 1.04-1.05x);
-//   causal 4 warps, two blocks per SM (Bc = 128; the two shapes are within the run-to-run spread
-//   there, and the smaller tile masks fewer keys on the diagonal).
+//   memory feeds two key blocks: 1.21-1.22x the warps of 16 keys with query tiles of 64. 4 warps,
+//   two blocks per SM (Bc = 128). Without the mask the grid runs the key tiles of a head on its fast
+//   axis (kKeyTilesFast: the blocks running at once share one head's Q, dO and dQ in L2): 1.04-1.15x
+//   the heads on the fast axis, which stays for the causal mask (0.93-1.01x there).
 // - D = 128: warps of 32 keys would need 256 accumulators; two warps share each 32 keys instead,
 //   half the queries and half of D each, Pᵀ and dSᵀ meeting in shared memory: 1.06-1.09x the warps of
-//   16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64, two blocks): 0.5-0.85x.
+//   16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64, two blocks): 0.5-0.85x; the key
+//   tiles on the grid's fast axis: 0.89-1.02x.
 // - D = 256: two warps per 16 keys (128 columns of dK, dV each), Bc = 64: correct, not tuned.
 // - D = 32, 96: 8 warps of 16 keys, query tiles of 64 (correct, not tuned).
 template <int D, bool kCausal>
@@ -54,7 +55,7 @@ struct StageConfigOf<256, kCausal> {
 };
 template <>
 struct StageConfigOf<64, false> {
-  using type = BackwardConfig<64, 8, 1, 2, 32>;  // Bc = 256, Br = 32
+  using type = BackwardConfig<64, 4, 2, 2, 32, 1, 1, true>;  // Bc = 128, Br = 32, key tiles fast
 };
 template <>
 struct StageConfigOf<64, true> {
@@ -70,10 +71,12 @@ using DqStageConfig = DqConfig<D, 4, 64, D == 256 ? 1 : 2>;
 
 template <class T, int D, class C>
 void launch_with(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
+  const unsigned heads = static_cast<unsigned>(p.heads_total());
+  const unsigned key_tiles = static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc);
+  const dim3 grid = C::kKeyTilesFast ? dim3(key_tiles, heads) : dim3(heads, key_tiles);
   if (dq_deterministic) {
     constexpr auto kernel = backward_tc_kernel<T, C, false>;
     opt_in_shared_memory_once<kernel, C::kSmemBytes>();
-    const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc));
     ctx.kernel_begin("dkdv");
     kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(args);
     FA_CUDA_CHECK_LAUNCH();
@@ -90,7 +93,6 @@ void launch_with(const Problem& p, const BackwardArgs<T>& args, DeviceContext& c
   }
   constexpr auto kernel = backward_tc_kernel<T, C>;
   opt_in_shared_memory_once<kernel, C::kSmemBytes>();
-  const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc));
   ctx.kernel_begin("dkdv+dq");
   kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(args);
   FA_CUDA_CHECK_LAUNCH();
@@ -184,8 +186,8 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
                         const BackwardOptions& options) {
   p.require(kSupports);
   if (p.kv_heads() != p.heads) throw UsageError("stage 08 runs Hkv = Hq only (grouped heads: stage 10)");
-  if ((p.seq_k + 63) / 64 > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2 || p.heads_total() > INT_MAX)
-    throw UsageError("stage 08: Nk is at most 65535 key tiles of 64, and Nq, Nk, B·H fit 32-bit indices");
+  if ((p.seq_k + 63) / 64 > 65535 || p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
+    throw UsageError("stage 08: B·H and Nk / 64 (the grid) are at most 65535 each, and Nq, Nk fit 32-bit indices");
   if (const std::string refusal = shared_memory_refusal(smem_at(p.dim), "stage 08's backward kernel at D = " +
                                                                             std::to_string(p.dim));
       !refusal.empty())

@@ -49,7 +49,8 @@ void row(long N, bool causal, const char* name) {
   const BackwardArgs<T> a{q.data(),  k.data(),      v.data(),  d_o.data(), lse2.data(), delta.data(),
                           dq.data(), dk.data(),     dv.data(), static_cast<int>(N), static_cast<int>(N),
                           static_cast<int>(N), scale, scale * static_cast<float>(M_LOG2E), causal};
-  const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((N + C::kBc - 1) / C::kBc));
+  const unsigned heads = static_cast<unsigned>(B * H), tiles = static_cast<unsigned>((N + C::kBc - 1) / C::kBc);
+  const dim3 grid = C::kKeyTilesFast ? dim3(tiles, heads) : dim3(heads, tiles);
   const auto t = fa::time_device(
       [&](cudaStream_t s) {
         kernel<<<grid, C::kThreads, C::kSmemBytes, s>>>(a);
@@ -77,10 +78,13 @@ int main(int argc, char** argv) {
       FA_ROW(N, causal, 64, 8, 1);
       FA_ROW(N, causal, 64, 4, 2, 2, 32);
       FA_ROW(N, causal, 64, 8, 1, 2, 32);
+      FA_ROW(N, causal, 64, 4, 2, 2, 32, 1, 1, true);
+      FA_ROW(N, causal, 64, 8, 1, 2, 32, 1, 1, true);
       FA_ROW(N, causal, 128, 8, 1);
       FA_ROW(N, causal, 128, 8, 1, 1, 64, 2);
       FA_ROW(N, causal, 128, 8, 1, 2, 64, 1, 2);
       FA_ROW(N, causal, 128, 8, 1, 2, 64, 2, 2);
+      FA_ROW(N, causal, 128, 8, 1, 2, 64, 2, 2, true);
       FA_ROW(N, causal, 128, 4, 2, 2, 64, 2, 2);
     }
   return 0;
