@@ -31,14 +31,15 @@ namespace {
 // The tile shape per head dim and mask (docs/results/step08_tune_h100.txt). Every warp's dK and dV
 // stay in registers: 16·kKeyBlocks keys × D/kSplit columns, two accumulators each.
 // - D = 64: warps of 32 keys with query tiles of 32, so that each Q/dO fragment read from shared
-//   memory feeds two key blocks: 1.21-1.22x the warps of 16 keys with query tiles of 64. 4 warps,
+//   memory feeds two key blocks: 1.12-1.24x the warps of 16 keys with query tiles of 64. 4 warps,
 //   two blocks per SM (Bc = 128). Without the mask the grid runs the key tiles of a head on its fast
-//   axis (kKeyTilesFast: the blocks running at once share one head's Q, dO and dQ in L2): 1.04-1.15x
-//   the heads on the fast axis, which stays for the causal mask (0.93-1.01x there).
+//   axis (kKeyTilesFast: the blocks running at once share one head's Q, dO and dQ in L2): 1.01-1.15x
+//   the heads on the fast axis, which stays for the causal mask (0.93-1.02x there, over two runs).
 // - D = 128: warps of 32 keys would need 256 accumulators; two warps share each 32 keys instead,
-//   half the queries and half of D each, Pᵀ and dSᵀ meeting in shared memory: 1.06-1.09x the warps of
-//   16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64, two blocks): 0.5-0.85x; the key
-//   tiles on the grid's fast axis: 0.89-1.02x.
+//   half the queries and half of D each, Pᵀ and dSᵀ meeting in shared memory, and dQ in blocks of 32
+//   queries: 1.02-1.08x the warps of 16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64,
+//   two blocks): 0.56-0.81x; the key tiles on the grid's fast axis: 0.94-0.96x at N = 4k, 1.02-1.04x
+//   at 16k (a choice by shape is not made).
 // - D = 256: two warps per 16 keys (128 columns of dK, dV each), Bc = 64: correct, not tuned.
 // - D = 32, 96: 8 warps of 16 keys, query tiles of 64 (correct, not tuned).
 template <int D, bool kCausal>
