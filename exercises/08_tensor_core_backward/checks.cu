@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -26,15 +24,6 @@ using fa::ex08::GradientTile;
 
 constexpr double kTau = 0.125;  // τ = 1/√D of a D = 64 head
 const float kScaleLog2 = static_cast<float>(kTau * M_LOG2E);
-
-// The exercise's main skips (77) only below compute capability 7.5; stage 08 needs 8.0
-// (FA_MIN_COMPUTE_CAPABILITY, from fa_gpu_stage in CMakeLists.txt).
-void skip_below_stage_minimum() {
-  const std::string reason = fa::cuda_skip_reason(fa::kStageMinComputeCapability);
-  if (reason.empty()) return;
-  std::printf("skipped: %s\n", reason.c_str());
-  std::exit(77);
-}
 
 float& at(std::vector<float>& x, const GradientTile& c, int block, int key, int query) {
   return x[(static_cast<std::size_t>(block) * 16 + key) * c.queries() + query];
@@ -111,7 +100,7 @@ Tolerances tolerances(const GradientTile& c) {
 // Runs the learner's function on case `c` and compares Pᵀ and dSᵀ with float64. A hole still a
 // TODO throws fa::TodoNotDone out of run_score_gradient: the check fails naming it.
 void check_case(const GradientTile& c, const std::string& what) {
-  skip_below_stage_minimum();
+  fa::exit_skipped_below(fa::kStageMinComputeCapability);  // the stage's minimum, not only 7.5
   INFO(what << ": " << c.blocks << " warp(s) of 16 keys × " << c.queries() << " queries (NQ = " << c.nq << ")");
   const fa::ex08::GradientTileResult got = fa::ex08::run_score_gradient(c);
   const Reference want = reference(c);

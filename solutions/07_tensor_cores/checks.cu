@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -27,16 +25,6 @@ using fa::ex07::SoftmaxTiles;
 
 constexpr double kTau = 0.125;  // τ = 1/√D of a D = 64 head
 const float kScaleLog2 = static_cast<float>(kTau * M_LOG2E);
-
-// The exercise's main skips (77) only below compute capability 7.5; mma.sync's stage needs 8.0
-// (FA_MIN_COMPUTE_CAPABILITY, from fa_gpu_stage in CMakeLists.txt): a Turing GPU skips too,
-// rather than fail with "no kernel image".
-void skip_below_stage_minimum() {
-  const std::string reason = fa::cuda_skip_reason(fa::kStageMinComputeCapability);
-  if (reason.empty()) return;
-  std::printf("skipped: %s\n", reason.c_str());
-  std::exit(77);
-}
 
 // Raw scores S = Q·Kᵀ with mean 4 and deviation 8, so that τ·S has mean 0.5 and deviation 1 (a
 // non-zero mean, as in fa/random.hpp); V in [0.5, 1.5], positive, so that O, a weighted mean of
@@ -129,7 +117,7 @@ Tolerances tolerances(const SoftmaxTiles& c) {
 // Runs the learner's online_softmax on case `c` and compares everything it returns with float64.
 // A hole still a TODO throws fa::TodoNotDone out of run_online_softmax: the check fails naming it.
 void check_case(const SoftmaxTiles& c, const std::string& what) {
-  skip_below_stage_minimum();
+  fa::exit_skipped_below(fa::kStageMinComputeCapability);  // the stage's minimum, not only 7.5
   INFO(what << ": " << c.slices << " warp(s) of 16 rows, " << c.warps_per_block << " a block, " << c.tiles
             << " K tiles of Bc = " << 8 * c.nt << " keys (NT = " << c.nt << ")");
   const fa::ex07::SoftmaxTilesResult got = fa::ex07::run_online_softmax(c);

@@ -1,4 +1,6 @@
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 #include "fa/cuda/check.cuh"
@@ -36,6 +38,13 @@ std::string cuda_skip_reason(int min_compute_capability) {
 }
 
 bool cuda_device_available() { return cuda_skip_reason().empty(); }
+
+void exit_skipped_below(int min_compute_capability) {
+  const std::string reason = cuda_skip_reason(min_compute_capability);
+  if (reason.empty()) return;
+  std::printf("skipped: %s\n", reason.c_str());
+  std::exit(77);
+}
 
 DeviceInfo query_device(int index) {
   DeviceInfo d;

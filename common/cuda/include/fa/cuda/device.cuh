@@ -24,6 +24,12 @@ struct DeviceInfo {
 // otherwise the reason, one line ("no CUDA device (...)", "needs a GPU of compute capability 9.0
 // or newer; device 0 (NVIDIA A100-SXM4-80GB) is 8.0").
 std::string cuda_skip_reason(int min_compute_capability = 0);
+
+// For a GPU exercise's checks, before its first kernel: when cuda_skip_reason(min) is not empty,
+// prints "skipped: <reason>" and exits 77 (CTest's and the course check's "skipped"). The checks'
+// own main skips only below compute capability 7.5; a stage that needs more passes its minimum
+// (fa::kStageMinComputeCapability), so that such a GPU skips rather than fail with "no kernel image".
+void exit_skipped_below(int min_compute_capability);
 bool cuda_device_available();
 
 DeviceInfo query_device(int index = 0);
