@@ -8,7 +8,7 @@ set -uo pipefail
 out=${1:?usage: gpu_check.sh OUT [COMMIT]}
 commit=${2:-}
 mkdir -p "$out"
-build=build-gpu
+build="build-gpu"
 t0=$SECONDS
 cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps" \
       -DCMAKE_CUDA_ARCHITECTURES=90 ${commit:+-DFA_GIT_COMMIT=$commit} > "$out/configure.log" 2>&1 \
