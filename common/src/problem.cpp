@@ -105,7 +105,7 @@ void Problem::require(const Supports& s) const {
     for (DType t : s.dtypes) names += (names.empty() ? "" : ", ") + std::string(to_string(t));
     throw UsageError(std::string("--dtype ") + to_string(dtype) + " is not supported by this stage (it runs " + names + ")");
   }
-  if (!s.dims.empty() && std::find(s.dims.begin(), s.dims.end(), dim) == s.dims.end()) {
+  if (!s.has_dim(dim)) {
     std::string dims;
     for (auto d : s.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
     throw UsageError("D = " + std::to_string(dim) + " is not supported (supported: " + dims + ")");

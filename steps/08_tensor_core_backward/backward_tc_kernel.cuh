@@ -18,7 +18,7 @@
 //     dSᵀ → shared memory; then warp w owns 16·QM queries of the tile and a column block of D:
 //     dQ_i += dS K_j      A: dS (ldmatrix.trans of the stored dSᵀ), B: K (ldmatrix.trans)
 //                         added to a float32 dQ in global memory with atomics
-//   Split (D = 128): two warps share each key block, each computing Sᵀ and dPᵀ for half the queries
+//   Split (D = 128, 256): two warps share each key block, each computing Sᵀ and dPᵀ for half the queries
 //   and dK, dV for half of D; Pᵀ and dSᵀ go to shared memory and come back as A operands.
 //   (--deterministic: the same kernel without the dQ part, then backward_dq_kernel below, which
 //   turns the loop around to compute dQ in registers in a fixed order.)
@@ -75,9 +75,9 @@ struct BackwardArgs {
 // fragment of Q or dO read from shared memory feeds kKeyBlocks row blocks of keys, so 32 keys a warp
 // read half the shared memory per product of 16 (D = 64: 32 keys × 32 queries fits where 32 × 64 does
 // not). kSplit = 2: two warps share each key block, which D = 128 needs for 32 keys a warp (256
-// accumulators otherwise): each computes Sᵀ and dPᵀ for half the queries and dK, dV for half of D;
-// Pᵀ and dSᵀ then go through shared memory (FlashAttention-2's layout), and the warps read them back as
-// A operands for all the queries. In the dQ product (Br queries × D) warp w owns kDqBlocks·16
+// accumulators otherwise) and D = 256 for 16: each computes Sᵀ and dPᵀ for half the queries and dK, dV for half of D;
+// Pᵀ and dSᵀ then go through shared memory, and the warps read them back as A operands for all the
+// queries. In the dQ product (Br queries × D) warp w owns kDqBlocks·16
 // queries from 16·kDqBlocks·(w mod kDqGroups) and the (w / kDqGroups)-th column block of D.
 template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1,
           int kSplit_ = 1, bool kKeyTilesFast_ = false>

@@ -11,7 +11,6 @@
 //   build/steps/08_tensor_core_backward/step08_tensor_core_backward              (--help for the flags)
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 
-#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -176,8 +175,7 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
 
 std::string device_refusal(const Problem& p) {
   if (!cuda_skip_reason(kStageMinComputeCapability).empty()) return "";  // the harness skips
-  if (std::find(kSupports.dims.begin(), kSupports.dims.end(), p.dim) == kSupports.dims.end())
-    return "";  // the CLI refuses it
+  if (!kSupports.has_dim(p.dim)) return "";  // the CLI refuses it
   if (std::string why = step07::device_refusal(p); !why.empty()) return why;
   return shared_memory_refusal(smem_at(p.dim), "stage 08's backward kernel at D = " + std::to_string(p.dim));
 }

@@ -12,6 +12,7 @@
 // No stage before 10 runs one: Problem::require rejects it with one line.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -36,6 +37,7 @@ struct Supports {
   std::vector<std::int64_t> dims;  // head dims; empty: any
   bool grouped_heads = false;      // Hkv < Hq
   bool variable_lengths = false;   // packed batches (seq_lens)
+  bool has_dim(std::int64_t d) const { return dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end(); }
 };
 
 struct Problem {
