@@ -96,6 +96,11 @@ struct BackwardConfig {
   using QTile = SwizzledTile<kBr, D>;
   using DsTile = SwizzledTile<kBc, kBr>;  // dSᵀ: a row per key, a column per query (Br = 32: padded
                                           // to 64 columns, so that rows stay 128-byte swizzle rows)
+  // The launch: one block per (head, tile of Bc keys), the key tiles on x when kKeyTilesFast.
+  static dim3 grid(std::int64_t heads, std::int64_t seq_k) {
+    const unsigned h = static_cast<unsigned>(heads), tiles = static_cast<unsigned>((seq_k + kBc - 1) / kBc);
+    return kKeyTilesFast ? dim3(tiles, h) : dim3(h, tiles);
+  }
   // K, V; two buffers of Q and of dO; dSᵀ (and Pᵀ when split); two buffers of the rows' LSE·log2e and D.
   static constexpr int kSmemBytes =
       (2 * KVTile::kElements + 4 * QTile::kElements + (kSplit > 1 ? 2 : 1) * DsTile::kElements) * 2 +

@@ -71,9 +71,7 @@ using DqStageConfig = DqConfig<D, 4, 64, D == 256 ? 1 : 2>;
 
 template <class T, int D, class C>
 void launch_with(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
-  const unsigned heads = static_cast<unsigned>(p.heads_total());
-  const unsigned key_tiles = static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc);
-  const dim3 grid = C::kKeyTilesFast ? dim3(key_tiles, heads) : dim3(heads, key_tiles);
+  const dim3 grid = C::grid(p.heads_total(), p.seq_k);
   if (dq_deterministic) {
     constexpr auto kernel = backward_tc_kernel<T, C, false>;
     opt_in_shared_memory_once<kernel, C::kSmemBytes>();

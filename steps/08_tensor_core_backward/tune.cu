@@ -1,7 +1,7 @@
 // step08_tune — times stage 08's key-tile kernel (backward_tc_kernel.cuh) at the FlashAttention
 // paper shapes (B·N = 16384 tokens, H·D = 2048, bf16) under several tile shapes (BackwardConfig):
 // warps, blocks per SM, key blocks of 16 per warp, query tile Br, dQ row blocks per warp, warps per key
-// block; the blocks per SM column is what the occupancy calculator gives for the launch. The
+// block, key tiles on the grid's fast axis; the blocks per SM column is what the occupancy calculator gives for the launch. The
 // measurements behind StageConfig in tensor_core_backward.cu.
 // A tuning aid: it verifies nothing (the tests and the stage executable do); the inputs are hashed
 // uniforms and the LSE a constant, which changes the values, not the work.
@@ -49,8 +49,7 @@ void row(long N, bool causal, const char* name) {
   const BackwardArgs<T> a{q.data(),  k.data(),      v.data(),  d_o.data(), lse2.data(), delta.data(),
                           dq.data(), dk.data(),     dv.data(), static_cast<int>(N), static_cast<int>(N),
                           static_cast<int>(N), scale, scale * static_cast<float>(M_LOG2E), causal};
-  const unsigned heads = static_cast<unsigned>(B * H), tiles = static_cast<unsigned>((N + C::kBc - 1) / C::kBc);
-  const dim3 grid = C::kKeyTilesFast ? dim3(tiles, heads) : dim3(heads, tiles);
+  const dim3 grid = C::grid(B * H, N);
   const auto t = fa::time_device(
       [&](cudaStream_t s) {
         kernel<<<grid, C::kThreads, C::kSmemBytes, s>>>(a);
@@ -72,7 +71,7 @@ int main(int argc, char** argv) {
   std::vector<long> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atol(argv[i]));
   if (sizes.empty()) sizes = {4096};
-  std::printf("BackwardConfig<D, warps, blocks per SM, 16-key blocks per warp, Br, 16-query blocks per warp in dQ, warps per key block>, bf16, the key-tile kernel alone\n");
+  std::printf("BackwardConfig<D, warps, blocks per SM, 16-key blocks per warp, Br, 16-query blocks per warp in dQ, warps per key block, key tiles first>, bf16, the key-tile kernel alone\n");
   for (const long N : sizes)
     for (const bool causal : {false, true}) {
       FA_ROW(N, causal, 64, 8, 1);
