@@ -129,6 +129,17 @@ __device__ __forceinline__ QueryTiles query_tiles(int j0, int Bc, int Br, int se
   return t;
 }
 
+// Two neighbouring columns of a row of the float32 dQ accumulator += (x, y): one 8-byte atomic on
+// sm_90, two 4-byte ones before it.
+__device__ __forceinline__ void add_to_dq(float* at, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(at), make_float2(x, y));
+#else
+  atomicAdd(at, x);
+  atomicAdd(at + 1, y);
+#endif
+}
+
 // kAtomicDq = false: dK and dV only (the deterministic mode: dQ by backward_dq_kernel, below).
 template <class T, class C, bool kAtomicDq = true>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel(const BackwardArgs<T> a) {
@@ -372,14 +383,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
         if (query >= a.seq_q) continue;
         float* row = a.dq_accum + (head * a.seq_q + query) * D + dq_col0 + 2 * t;
 #pragma unroll
-        for (int n = 0; n < QT; ++n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          atomicAdd(reinterpret_cast<float2*>(row + 8 * n), make_float2(dq[qm][n][2 * r], dq[qm][n][2 * r + 1]));
-#else
-          atomicAdd(row + 8 * n, dq[qm][n][2 * r]);
-          atomicAdd(row + 8 * n + 1, dq[qm][n][2 * r + 1]);
-#endif
-        }
+        for (int n = 0; n < QT; ++n) add_to_dq(row + 8 * n, dq[qm][n][2 * r], dq[qm][n][2 * r + 1]);
       }
   }
 

@@ -1,16 +1,20 @@
 // step08_tensor_core_backward — runs stage 08 (the backward on tensor cores, fp16/bf16, after
 // stage 07's forward) beside stage 06 (float32 on CUDA cores, on the same inputs converted to
 // float32), verifies dQ, dK, dV against the float64 backward (all or sampled rows, with the
-// tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time.
+// tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time. With
+// --ladder it also runs the rungs v1 .. v4 below the stage's kernel (ladder/ladder.cuh), each
+// verified like it.
 //
 // What changed from stage 07's main: the pass is the backward (FLOPs = 2.5x the forward's), and
 // the comparison is stage 06.
 //
 //   build/steps/08_tensor_core_backward/step08_tensor_core_backward                the default sweep, bf16
 //   build/steps/08_tensor_core_backward/step08_tensor_core_backward --paper-shapes --dim 128 --sweep 4k --causal
+//   build/steps/08_tensor_core_backward/step08_tensor_core_backward --ladder --paper-shapes --dim 128 --sweep 4k
 #include <iostream>
 #include <string>
 
+#include "08_tensor_core_backward/ladder/ladder.cuh"
 #include "08_tensor_core_backward/stage06_float32.cuh"
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "fa/cuda/stage_arch.cuh"
@@ -27,7 +31,8 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step08::kSupports;
-  spec.variants = {"flash", "flash-deterministic", "flash-float32"};
+  spec.variants = {"flash-deterministic", "flash-float32"};
+  for (const auto& rung : fa::step08::ladder::kLadder) spec.variants.emplace_back(rung.name);
   spec.notes =
       "kernel: one block per tile of keys (D = 64: warps of 32 keys, query tiles of 32; D = 128: two\n"
       "warps per 32 keys, query tiles of 64; D = 256: two warps per 16 keys; D = 32, 96: warps of 16\n"
@@ -41,11 +46,15 @@ int main(int argc, char** argv) {
       "--deterministic: dQ by a second kernel over query tiles, in registers, in a fixed order (bitwise\n"
       "                reproducible; S and dP computed twice); the variant is then flash-deterministic.\n"
       "flash-float32: stage 06 (after stage 05) on float32 copies of the inputs (D = 32, 64, 128).\n"
+      "the ladder (--ladder; --variant NAME runs one rung; D = 64 and 128): v1_mma, v2_ldmatrix,\n"
+      "v3_cp_async, v4_registers, flash (the stage's kernel).\n"
       "--paper-shapes: B = 16384 / N and H = 2048 / D (the FlashAttention papers' sweep).\n"
       "backward files: --load also reads do.npy; --save also writes dq.npy dk.npy dv.npy and do.npy";
   fa::StageCli cli(spec);
-  bool paper_shapes = false;
+  bool paper_shapes = false, ladder = false;
   fa::step08::BackwardOptions options;
+  cli.app().add_flag("--ladder", ladder, "also run the rungs below the stage's kernel (v1_mma .. v4_registers)")
+      ->group("stage 08");
   cli.app().add_flag("--paper-shapes", paper_shapes, "B = 16384 / N and H = 2048 / D at each N")->group("stage 08");
   cli.app().add_flag("--deterministic", options.deterministic, "bitwise-reproducible dQ (variant flash-deterministic)")
       ->group("stage 08");
@@ -66,8 +75,16 @@ int main(int argc, char** argv) {
                                                 const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
     fa::step08::attention_backward(p, in, o, lse, d_o, g, ctx, options);
   };
-  def.variants = {fa::gpu_backward_variant("08", flash, /*ours=*/true, fa::step08::attention_forward, backward)};
-  if (fa::step08::stage06_runs(opt.problem)) def.variants.push_back(fa::step08::stage06_in_float32());
+  // The rungs below the stage's kernel (--ladder, or --variant naming one), then the stage's.
+  const bool with_rungs = ladder || (!opt.variant.empty() && opt.variant != flash && opt.variant != "flash-float32");
+  if (with_rungs && !options.deterministic)
+    for (const auto& rung : fa::step08::ladder::kLadder)
+      if (std::string(rung.name) != "flash")
+        def.variants.push_back(fa::gpu_backward_variant("08", rung.name, /*ours=*/true, fa::step08::attention_forward,
+                                                        rung.backward));
+  def.variants.push_back(fa::gpu_backward_variant("08", flash, /*ours=*/true, fa::step08::attention_forward, backward));
+  // The previous stage beside it (not at --ladder: the rungs are the comparison there).
+  if (fa::step08::stage06_runs(opt.problem) && !ladder) def.variants.push_back(fa::step08::stage06_in_float32());
   def.verify.max_full_flops = 4e9;  // the float64 backward on every row up to here, 24 sampled rows beyond
   def.verify.sampled_rows = 24;
   if (paper_shapes) {

@@ -105,9 +105,11 @@ void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T
     launch_with<T, D, StageConfig<D, false>>(p, args, ctx, dq_deterministic);
 }
 
+// key_tiles: nullptr, the stage's key-tile kernel at p.dim; else the ladder's rung in its place.
 template <class T>
 void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
-              const AttentionGradients& grads, DeviceContext& ctx, bool deterministic) {
+              const AttentionGradients& grads, DeviceContext& ctx, bool deterministic,
+              void (*key_tiles)(const Problem&, const BackwardArgs<T>&, DeviceContext&) = nullptr) {
   constexpr int kBr = 64;  // a multiple of every StageConfig's query tile (the rows' arrays are padded to it)
   const std::int64_t heads = p.heads_total();
   const int seq_q_padded = static_cast<int>((p.seq_q + kBr - 1) / kBr * kBr);
@@ -131,7 +133,9 @@ void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, Co
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("preprocess");
   T* dq_out = deterministic ? grads.dq.as<T>() : nullptr;
-  switch (p.dim) {
+  if (key_tiles) {
+    key_tiles(p, args, ctx);
+  } else switch (p.dim) {
     case 32: launch<T, 32>(p, args, ctx, dq_out); break;
     case 64: launch<T, 64>(p, args, ctx, dq_out); break;
     case 96: launch<T, 96>(p, args, ctx, dq_out); break;
@@ -178,9 +182,11 @@ std::string device_refusal(const Problem& p) {
   return shared_memory_refusal(smem_at(p.dim), "stage 08's backward kernel at D = " + std::to_string(p.dim));
 }
 
-void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
-                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,
-                        const BackwardOptions& options) {
+namespace {
+
+// The problem's checks, one line each (UsageError): what neither kernel nor launch can run.
+void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView d_o,
+                   const AttentionGradients& grads) {
   p.require(kSupports);
   if (p.kv_heads() != p.heads) throw UsageError("stage 08 runs Hkv = Hq only (grouped heads: stage 10)");
   if ((p.seq_k + 63) / 64 > 65535 || p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
@@ -194,10 +200,28 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
                           static_cast<const void*>(o.data), static_cast<const void*>(grads.dq.data),
                           static_cast<const void*>(grads.dk.data), static_cast<const void*>(grads.dv.data)})
     if (!aligned16(ptr)) throw UsageError("stage 08: every tensor must be 16-byte aligned (16-byte copies)");
+}
+
+}  // namespace
+
+void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,
+                        const BackwardOptions& options) {
+  check_problem(p, in, o, d_o, grads);
   if (p.dtype == DType::float16)
     backward<__half>(p, in, o, lse, d_o, grads, ctx, options.deterministic);
   else
     backward<__nv_bfloat16>(p, in, o, lse, d_o, grads, ctx, options.deterministic);
+}
+
+void attention_backward_with(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                             ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,
+                             const KeyTileLaunch& launch) {
+  check_problem(p, in, o, d_o, grads);
+  if (p.dtype == DType::float16)
+    backward<__half>(p, in, o, lse, d_o, grads, ctx, false, launch.fp16);
+  else
+    backward<__nv_bfloat16>(p, in, o, lse, d_o, grads, ctx, false, launch.bf16);
 }
 
 }  // namespace fa::step08

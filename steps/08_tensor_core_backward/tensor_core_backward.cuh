@@ -2,6 +2,9 @@
 // docs/08_tensor_core_backward.md). Stage 07's forward writes the O and LSE it starts from.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <string>
 
 #include "fa/cuda/stage_gpu.cuh"
@@ -29,6 +32,19 @@ struct BackwardOptions {
 void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                         ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,
                         const BackwardOptions& options = {});
+
+// For the ladder (ladder/ladder.cuh): the stage's backward with another key-tile kernel in place of
+// its own — the same checks, preprocessing and dQ conversion (atomic dQ), and `launch` (the one of
+// p.dtype) where the stage launches backward_tc_kernel.
+template <class T>
+struct BackwardArgs;  // backward_tc_kernel.cuh
+struct KeyTileLaunch {
+  void (*bf16)(const Problem&, const BackwardArgs<__nv_bfloat16>&, DeviceContext&) = nullptr;
+  void (*fp16)(const Problem&, const BackwardArgs<__half>&, DeviceContext&) = nullptr;
+};
+void attention_backward_with(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                             ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,
+                             const KeyTileLaunch& launch);
 
 // The forward the backward pairs with: stage 07's.
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);

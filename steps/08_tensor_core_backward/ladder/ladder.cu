@@ -1,0 +1,92 @@
+// ladder.cu — the host side of stage 08's ladder: each rung is the stage's backward (its checks,
+// preprocessing and dQ conversion, attention_backward_with) with the rung's key-tile kernel. The
+// kernels and what each adds: ladder.cuh and the v*.cuh files beside it.
+#include "08_tensor_core_backward/ladder/ladder.cuh"
+
+#include <string>
+
+#include "08_tensor_core_backward/backward_tc_kernel.cuh"
+#include "08_tensor_core_backward/ladder/v1_mma.cuh"
+#include "08_tensor_core_backward/ladder/v2_ldmatrix.cuh"
+#include "08_tensor_core_backward/ladder/v3_cp_async.cuh"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/shared_memory.cuh"
+
+namespace fa::step08::ladder {
+
+namespace {
+
+// The rungs run D = 64 and 128: the ladder's measurements are made there.
+void require_rung_dim(const Problem& p, const char* name) {
+  if (p.dim != 64 && p.dim != 128)
+    throw UsageError(std::string("stage 08 ") + name + " runs D = 64 and 128 (the stage's kernel, flash, runs " +
+                     "32, 64, 96, 128, 256), not D = " + std::to_string(p.dim));
+}
+
+// One launch of a rung's key-tile kernel: one block per (head, tile of 128 keys), 256 threads.
+template <class T, auto kKernel, int kSmemBytes>
+void launch_kernel(const char* name, const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx) {
+  opt_in_shared_memory_once<kKernel, kSmemBytes>();
+  const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + kRungBc - 1) / kRungBc));
+  ctx.kernel_begin(name);
+  kKernel<<<grid, 32 * kRungWarps, kSmemBytes, ctx.stream>>>(args);
+  FA_CUDA_CHECK_LAUNCH();
+  ctx.kernel_end(name);
+}
+
+// v4: the stage's kernel with 8 warps of 16 keys and query tiles of 64, as v1 .. v3 have.
+template <int D>
+using V4 = BackwardConfig<D, kRungWarps, 1>;
+static_assert(V4<64>::kBc == kRungBc && V4<64>::kBr == kRungBr, "v4 has the lower rungs' tile");
+
+template <class T>
+void v1_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
+  if (p.dim == 64) launch_kernel<T, v1_mma_kernel<T, 64>, V1<64>::kSmemBytes>("v1_mma", p, a, ctx);
+  else launch_kernel<T, v1_mma_kernel<T, 128>, V1<128>::kSmemBytes>("v1_mma", p, a, ctx);
+}
+template <class T>
+void v2_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
+  if (p.dim == 64) launch_kernel<T, v2_ldmatrix_kernel<T, 64>, V2<64>::kSmemBytes>("v2_ldmatrix", p, a, ctx);
+  else launch_kernel<T, v2_ldmatrix_kernel<T, 128>, V2<128>::kSmemBytes>("v2_ldmatrix", p, a, ctx);
+}
+template <class T>
+void v3_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
+  if (p.dim == 64) launch_kernel<T, v3_cp_async_kernel<T, 64>, V3<64>::kSmemBytes>("v3_cp_async", p, a, ctx);
+  else launch_kernel<T, v3_cp_async_kernel<T, 128>, V3<128>::kSmemBytes>("v3_cp_async", p, a, ctx);
+}
+template <class T>
+void v4_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
+  if (p.dim == 64)
+    launch_kernel<T, backward_tc_kernel<T, V4<64>>, V4<64>::kSmemBytes>("v4_registers", p, a, ctx);
+  else
+    launch_kernel<T, backward_tc_kernel<T, V4<128>>, V4<128>::kSmemBytes>("v4_registers", p, a, ctx);
+}
+
+}  // namespace
+
+void v1_mma(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
+            const AttentionGradients& grads, DeviceContext& ctx) {
+  require_rung_dim(p, "v1_mma");
+  attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v1_launch<__nv_bfloat16>, &v1_launch<__half>});
+}
+void v2_ldmatrix(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                 ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  require_rung_dim(p, "v2_ldmatrix");
+  attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v2_launch<__nv_bfloat16>, &v2_launch<__half>});
+}
+void v3_cp_async(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                 ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  require_rung_dim(p, "v3_cp_async");
+  attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v3_launch<__nv_bfloat16>, &v3_launch<__half>});
+}
+void v4_registers(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                  ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  require_rung_dim(p, "v4_registers");
+  attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v4_launch<__nv_bfloat16>, &v4_launch<__half>});
+}
+void flash(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
+           const AttentionGradients& grads, DeviceContext& ctx) {
+  attention_backward(p, in, o, lse, d_o, grads, ctx, {});
+}
+
+}  // namespace fa::step08::ladder
