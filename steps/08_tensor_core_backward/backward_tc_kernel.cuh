@@ -67,6 +67,7 @@ struct BackwardArgs {
   float scale;       // τ: dK = τ·dSᵀQ, dQ = τ·dS K (applied once, at the end)
   float scale_log2;  // τ·log2(e): P = 2^(S·τlog2e − LSE·log2e)
   bool causal;       // bottom-right: key j visible to query i iff j ≤ i + Nk − Nq
+  bool key_tiles_first = false;  // the grid's x: a head's key tiles (true) or the heads (BackwardConfig::grid)
 };
 
 // The tile shape: head dim D, kWarps warps of kKeyBlocks·16 keys each (Bc = 16·kKeyBlocks·kWarps keys
@@ -80,11 +81,10 @@ struct BackwardArgs {
 // queries. In the dQ product (Br queries × D) warp w owns kDqBlocks·16
 // queries from 16·kDqBlocks·(w mod kDqGroups) and the (w / kDqGroups)-th column block of D.
 template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1,
-          int kSplit_ = 1, bool kKeyTilesFast_ = false>
+          int kSplit_ = 1>
 struct BackwardConfig {
   static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_, kKeyBlocks = kKeyBlocks_;
   static constexpr int kSplit = kSplit_;  // warps per key block
-  static constexpr bool kKeyTilesFast = kKeyTilesFast_;  // the grid's x: key tiles (true) or heads
   static constexpr int kThreads = 32 * kWarps, kBc = 16 * kKeyBlocks * kWarps / kSplit, kBr = kBr_;
   static_assert(kSplit == 1 || (kSplit == 2 && D % 128 == 0 && kBr % 32 == 0), "split: halves of 64 columns");
   static constexpr int kDqBlocks = kDqBlocks_;                // 16-query row blocks per warp in dQ
@@ -96,10 +96,11 @@ struct BackwardConfig {
   using QTile = SwizzledTile<kBr, D>;
   using DsTile = SwizzledTile<kBc, kBr>;  // dSᵀ: a row per key, a column per query (Br = 32: padded
                                           // to 64 columns, so that rows stay 128-byte swizzle rows)
-  // The launch: one block per (head, tile of Bc keys), the key tiles on x when kKeyTilesFast.
-  static dim3 grid(std::int64_t heads, std::int64_t seq_k) {
+  // The launch: one block per (head, tile of Bc keys); a head's key tiles on x when key_tiles_first
+  // (BackwardArgs::key_tiles_first, which the kernel reads to tell its head and key tile).
+  static dim3 grid(std::int64_t heads, std::int64_t seq_k, bool key_tiles_first) {
     const unsigned h = static_cast<unsigned>(heads), tiles = static_cast<unsigned>((seq_k + kBc - 1) / kBc);
-    return kKeyTilesFast ? dim3(tiles, h) : dim3(h, tiles);
+    return key_tiles_first ? dim3(tiles, h) : dim3(h, tiles);
   }
   // K, V; two buffers of Q and of dO; dSᵀ (and Pᵀ when split); two buffers of the rows' LSE·log2e and D.
   static constexpr int kSmemBytes =
@@ -162,9 +163,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   // Split: warps 2kw and 2kw + 1 share key block kw; part 0 or 1 of the queries (Sᵀ) and of D (dK, dV).
   const int kw = warp / S, part = warp % S;
-  // The grid: kKeyTilesFast, (key tiles, heads), else (heads, key tiles).
-  const int key_tile = static_cast<int>(C::kKeyTilesFast ? blockIdx.x : blockIdx.y);
-  const std::int64_t head = C::kKeyTilesFast ? blockIdx.y : blockIdx.x;
+  // The grid: key_tiles_first, (key tiles, heads), else (heads, key tiles).
+  const int key_tile = static_cast<int>(a.key_tiles_first ? blockIdx.x : blockIdx.y);
+  const std::int64_t head = a.key_tiles_first ? blockIdx.y : blockIdx.x;
   const int j0 = key_tile * Bc, key0 = j0 + 16 * KM * kw;  // the block's and this warp's first key
   const int q_part = part * (Br / S), d_part = part * (D / S);  // first query of Sᵀ, first column of dK
   const T* q = a.q + head * a.seq_q * D;

@@ -13,6 +13,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstdint>
 
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "08_tensor_core_backward/backward_tc_kernel.cuh"
@@ -31,35 +32,43 @@ namespace {
 // stay in registers: 16·kKeyBlocks keys × D/kSplit columns, two accumulators each.
 // - D = 64: warps of 32 keys with query tiles of 32, so that each Q/dO fragment read from shared
 //   memory feeds two key blocks: 1.12-1.24x the warps of 16 keys with query tiles of 64. 4 warps,
-//   two blocks per SM (Bc = 128). Without the mask the grid runs the key tiles of a head on its fast
-//   axis (kKeyTilesFast: the blocks running at once share one head's Q, dO and dQ in L2): 1.01-1.15x
-//   the heads on the fast axis, which stays for the causal mask (0.93-1.02x there, over two runs).
+//   two blocks per SM (Bc = 128).
 // - D = 128: warps of 32 keys would need 256 accumulators; two warps share each 32 keys instead,
 //   half the queries and half of D each, Pᵀ and dSᵀ meeting in shared memory, and dQ in blocks of 32
 //   queries: 1.02-1.08x the warps of 16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64,
-//   two blocks): 0.56-0.81x; the key tiles on the grid's fast axis: 0.94-0.96x at N = 4k, 1.02-1.04x
-//   at 16k (a choice by shape is not made).
+//   two blocks): 0.56-0.81x.
 // - D = 256: two warps per 16 keys (128 columns of dK, dV each), Bc = 64: correct, not tuned.
 // - D = 32, 96: 8 warps of 16 keys, query tiles of 64 (correct, not tuned).
+// And the grid order, from how many keys on (key_tiles_first_from): a head's key tiles on the grid's
+// fast axis, so that the blocks running at once share one head's Q, dO and dQ in L2, or the heads.
+// - D = 64 without the mask: always (1.01-1.15x the heads first); causal: never (0.93-1.02x).
+// - D = 128: from 16k keys on (a head's 128 key tiles about fill the 132 SMs): 1.02-1.04x at 16k,
+//   0.94-0.96x at 4k.
+constexpr std::int64_t kNever = INT64_MAX;
 template <int D, bool kCausal>
 struct StageConfigOf {
   using type = BackwardConfig<D, 8, 1>;  // Bc = 128, Br = 64
+  static constexpr std::int64_t key_tiles_first_from = kNever;
 };
 template <bool kCausal>
 struct StageConfigOf<128, kCausal> {
   using type = BackwardConfig<128, 8, 1, 2, 64, 2, 2>;  // Bc = 128, Br = 64, two warps per 32 keys
+  static constexpr std::int64_t key_tiles_first_from = 16384;
 };
 template <bool kCausal>
 struct StageConfigOf<256, kCausal> {
   using type = BackwardConfig<256, 8, 1, 1, 64, 2, 2>;  // Bc = 64, Br = 64, two warps per 16 keys
+  static constexpr std::int64_t key_tiles_first_from = kNever;
 };
 template <>
 struct StageConfigOf<64, false> {
-  using type = BackwardConfig<64, 4, 2, 2, 32, 1, 1, true>;  // Bc = 128, Br = 32, key tiles fast
+  using type = BackwardConfig<64, 4, 2, 2, 32>;  // Bc = 128, Br = 32
+  static constexpr std::int64_t key_tiles_first_from = 0;
 };
 template <>
 struct StageConfigOf<64, true> {
   using type = BackwardConfig<64, 4, 2, 2, 32>;  // Bc = 128, Br = 32
+  static constexpr std::int64_t key_tiles_first_from = kNever;
 };
 template <int D, bool kCausal>
 using StageConfig = typename StageConfigOf<D, kCausal>::type;
@@ -69,9 +78,11 @@ using StageConfig = typename StageConfigOf<D, kCausal>::type;
 template <int D>
 using DqStageConfig = DqConfig<D, 4, 64, D == 256 ? 1 : 2>;
 
-template <class T, int D, class C>
-void launch_with(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
-  const dim3 grid = C::grid(p.heads_total(), p.seq_k);
+template <class T, int D, bool kCausal>
+void launch_with(const Problem& p, BackwardArgs<T> args, DeviceContext& ctx, T* dq_deterministic) {
+  using C = StageConfig<D, kCausal>;
+  args.key_tiles_first = p.seq_k >= StageConfigOf<D, kCausal>::key_tiles_first_from;
+  const dim3 grid = C::grid(p.heads_total(), p.seq_k, args.key_tiles_first);
   if (dq_deterministic) {
     constexpr auto kernel = backward_tc_kernel<T, C, false>;
     opt_in_shared_memory_once<kernel, C::kSmemBytes>();
@@ -100,9 +111,9 @@ void launch_with(const Problem& p, const BackwardArgs<T>& args, DeviceContext& c
 template <class T, int D>
 void launch(const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx, T* dq_deterministic) {
   if (p.causal)
-    launch_with<T, D, StageConfig<D, true>>(p, args, ctx, dq_deterministic);
+    launch_with<T, D, true>(p, args, ctx, dq_deterministic);
   else
-    launch_with<T, D, StageConfig<D, false>>(p, args, ctx, dq_deterministic);
+    launch_with<T, D, false>(p, args, ctx, dq_deterministic);
 }
 
 // key_tiles: nullptr, the stage's key-tile kernel at p.dim; else the ladder's rung in its place.
