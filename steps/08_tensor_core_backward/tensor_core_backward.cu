@@ -41,9 +41,10 @@ namespace {
 // - D = 32, 96: 8 warps of 16 keys, query tiles of 64 (correct, not tuned).
 // And the grid order, from how many keys on (key_tiles_first_from): a head's key tiles on the grid's
 // fast axis, so that the blocks running at once share one head's Q, dO and dQ in L2, or the heads.
-// - D = 64 without the mask: always (1.01-1.15x the heads first); causal: never (0.93-1.02x).
-// - D = 128: from 16k keys on (a head's 128 key tiles about fill the 132 SMs): 1.02-1.04x at 16k,
-//   0.94-0.96x at 4k.
+// In one run of step08_tune at 4k / 8k / 16k keys, the key tiles first against the heads first:
+// - D = 64 without the mask: always (1.02 / 1.08 / 1.04x);
+// - D = 64 causal: from 8k keys on (1.00 / 1.04 / 1.01x);
+// - D = 128: from 8k keys on (0.92 / 1.06 / 1.02x; causal 0.99 / 1.01 / 1.03x).
 constexpr std::int64_t kNever = INT64_MAX;
 template <int D, bool kCausal>
 struct StageConfigOf {
@@ -53,7 +54,7 @@ struct StageConfigOf {
 template <bool kCausal>
 struct StageConfigOf<128, kCausal> {
   using type = BackwardConfig<128, 8, 1, 2, 64, 2, 2>;  // Bc = 128, Br = 64, two warps per 32 keys
-  static constexpr std::int64_t key_tiles_first_from = 16384;
+  static constexpr std::int64_t key_tiles_first_from = 8192;
 };
 template <bool kCausal>
 struct StageConfigOf<256, kCausal> {
@@ -68,7 +69,7 @@ struct StageConfigOf<64, false> {
 template <>
 struct StageConfigOf<64, true> {
   using type = BackwardConfig<64, 4, 2, 2, 32>;  // Bc = 128, Br = 32
-  static constexpr std::int64_t key_tiles_first_from = kNever;
+  static constexpr std::int64_t key_tiles_first_from = 8192;
 };
 template <int D, bool kCausal>
 using StageConfig = typename StageConfigOf<D, kCausal>::type;

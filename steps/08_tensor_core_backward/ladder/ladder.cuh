@@ -16,8 +16,8 @@
 //                                   only dSᵀ goes to shared memory, for dQ
 //   flash         ../backward_tc_kernel.cuh at the stage's shapes: 32 keys a warp (D = 64) or two
 //                                   warps per 32 keys (D = 128): each Q/dO fragment feeds two key
-//                                   blocks; the grid order by shape (a head's key tiles first: D = 64
-//                                   without the mask, D = 128 from 16k keys)
+//                                   blocks; the grid order by shape (a head's key tiles first from
+//                                   8k keys on, and always at D = 64 without the mask)
 //
 // Every rung: fp16 or bf16, D = 64 and 128 (the stage's kernel: also 32, 96, 256), 8 warps of 16
 // keys (Bc = 128) and query tiles of 64 up to v4, causal with tile skipping, dQ by float atomics.
