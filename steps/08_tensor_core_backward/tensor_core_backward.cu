@@ -43,7 +43,8 @@ namespace {
 // fast axis, so that the blocks running at once share one head's Q, dO and dQ in L2, or the heads.
 // In one run of step08_tune at 4k / 8k / 16k keys, the key tiles first against the heads first:
 // - D = 64 without the mask: always (1.02 / 1.08 / 1.04x);
-// - D = 64 causal: from 8k keys on (1.00 / 1.04 / 1.01x);
+// - D = 64 causal: never (1.00 / 1.04 / 1.01x here, but the whole backward at 16k measured 275
+//   TFLOP/s with the key tiles first against 288 with the heads first, in two runs);
 // - D = 128: from 8k keys on (0.92 / 1.06 / 1.02x; causal 0.99 / 1.01 / 1.03x).
 constexpr std::int64_t kNever = INT64_MAX;
 template <int D, bool kCausal>
@@ -69,7 +70,7 @@ struct StageConfigOf<64, false> {
 template <>
 struct StageConfigOf<64, true> {
   using type = BackwardConfig<64, 4, 2, 2, 32>;  // Bc = 128, Br = 32
-  static constexpr std::int64_t key_tiles_first_from = 8192;
+  static constexpr std::int64_t key_tiles_first_from = kNever;
 };
 template <int D, bool kCausal>
 using StageConfig = typename StageConfigOf<D, kCausal>::type;
