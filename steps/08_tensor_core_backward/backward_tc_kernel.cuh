@@ -141,28 +141,6 @@ __device__ __forceinline__ void add_to_dq(float* at, float x, float y) {
 #endif
 }
 
-// One 16 × 8 accumulator tile c of dQ (c[0], c[1]: row g, columns 2t and 2t + 1; c[2], c[3]: row
-// g + 8) added to the float32 accumulator, whose rows g and g + 8 start at row_g and row_g8 (the
-// tile's first column; a row past Nq is skipped: its ok flag is false). On sm_90 the lanes t and
-// t ^ 1 first swap halves, so that each holds four neighbouring columns of one row (even t: row g,
-// odd t: row g + 8): one 16-byte atomic a lane instead of two 8-byte ones, for two shuffles.
-__device__ __forceinline__ void add_tile_to_dq(float* row_g, float* row_g8, bool ok_g, bool ok_g8, const float (&c)[4],
-                                               int t) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(FA_EXPERIMENT_DQ_8_BYTE)
-  const bool even = t % 2 == 0;
-  const float give0 = even ? c[2] : c[0], give1 = even ? c[3] : c[1];  // the half the partner's row needs
-  const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
-  if (even) {
-    if (ok_g) atomicAdd(reinterpret_cast<float4*>(row_g + 2 * t), make_float4(c[0], c[1], got0, got1));
-  } else if (ok_g8) {
-    atomicAdd(reinterpret_cast<float4*>(row_g8 + 2 * t - 2), make_float4(got0, got1, c[2], c[3]));
-  }
-#else
-  if (ok_g) add_to_dq(row_g + 2 * t, c[0], c[1]);
-  if (ok_g8) add_to_dq(row_g8 + 2 * t, c[2], c[3]);
-#endif
-}
-
 // kAtomicDq = false: dK and dV only (the deterministic mode: dQ by backward_dq_kernel, below).
 template <class T, class C, bool kAtomicDq = true>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel(const BackwardArgs<T> a) {
@@ -399,13 +377,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       }
     }
 #pragma unroll
-    for (int qm = 0; qm < QM; ++qm) {
-      const int query = i * Br + dq_rows + 16 * qm + g;  // rows query and query + 8
-      float* row_g = a.dq_accum + (head * a.seq_q + query) * D + dq_col0;
+    for (int qm = 0; qm < QM; ++qm)
 #pragma unroll
-      for (int n = 0; n < QT; ++n)
-        add_tile_to_dq(row_g + 8 * n, row_g + 8 * D + 8 * n, query < a.seq_q, query + 8 < a.seq_q, dq[qm][n], t);
-    }
+      for (int r = 0; r < 2; ++r) {
+        const int query = i * Br + dq_rows + 16 * qm + g + 8 * r;
+        if (query >= a.seq_q) continue;
+        float* row = a.dq_accum + (head * a.seq_q + query) * D + dq_col0 + 2 * t;
+#pragma unroll
+        for (int n = 0; n < QT; ++n) add_to_dq(row + 8 * n, dq[qm][n][2 * r], dq[qm][n][2 * r + 1]);
+      }
   }
 
   // dK = τ·dSᵀQ and dV, this warp's 16·KM keys (rows ≥ Nk are not written). A key tile that no
