@@ -72,7 +72,10 @@ set_of h100_07_vs_pytorch H100 compare_07_h100.json
 rm -f "$scratch/h100_07_vs_pytorch_memory.png" "$scratch/h100_07_vs_pytorch_time.png" \
   "$scratch/h100_07_vs_pytorch_progression.png"
 
-# Chapter 08: the backward beside PyTorch's flash and cuDNN backward, one run (TFLOP/s only).
+# Chapter 08: the ladder at N = 4096 (progression only), and the backward beside PyTorch's flash and
+# cuDNN backward, one run (TFLOP/s only).
+set_of h100_08_ladder H100 step08_ladder_d64.json step08_ladder_d128.json
+rm -f "$scratch/h100_08_ladder_memory.png" "$scratch/h100_08_ladder_time.png" "$scratch/h100_08_ladder_tflops.png"
 set_of h100_08_vs_pytorch H100 compare_08_h100.json
 rm -f "$scratch/h100_08_vs_pytorch_memory.png" "$scratch/h100_08_vs_pytorch_time.png" \
   "$scratch/h100_08_vs_pytorch_progression.png"
