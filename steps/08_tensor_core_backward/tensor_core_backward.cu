@@ -31,12 +31,12 @@ namespace {
 // The tile shape per head dim and mask (docs/results/step08_tune_h100.txt). Every warp's dK and dV
 // stay in registers: 16·kKeyBlocks keys × D/kSplit columns, two accumulators each.
 // - D = 64: warps of 32 keys with query tiles of 32, so that each Q/dO fragment read from shared
-//   memory feeds two key blocks: 1.12-1.24x the warps of 16 keys with query tiles of 64. 4 warps,
+//   memory feeds two key blocks: 1.14-1.23x the warps of 16 keys with query tiles of 64. 4 warps,
 //   two blocks per SM (Bc = 128).
 // - D = 128: warps of 32 keys would need 256 accumulators; two warps share each 32 keys instead,
 //   half the queries and half of D each, Pᵀ and dSᵀ meeting in shared memory, and dQ in blocks of 32
-//   queries: 1.02-1.08x the warps of 16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64,
-//   two blocks): 0.56-0.81x.
+//   queries: 1.04-1.08x the warps of 16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64,
+//   two blocks): 0.52-0.81x.
 // - D = 256: two warps per 16 keys (128 columns of dK, dV each), Bc = 64: correct, not tuned.
 // - D = 32, 96: 8 warps of 16 keys, query tiles of 64 (correct, not tuned).
 // And the grid order, from how many keys on (key_tiles_first_from): a head's key tiles on the grid's
