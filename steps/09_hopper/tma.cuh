@@ -103,7 +103,7 @@ __device__ __forceinline__ void load_tile_tma(T* tile, const CUtensorMap* map, i
   }
 }
 template <class T, int ROWS, int D>
-constexpr std::uint32_t tile_bytes() {
+__host__ __device__ constexpr std::uint32_t tile_bytes() {
   return static_cast<std::uint32_t>(ROWS * D * sizeof(T));  // out-of-range rows count too: zeros are written
 }
 

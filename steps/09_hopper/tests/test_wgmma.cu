@@ -60,9 +60,11 @@ __global__ void __launch_bounds__(128) product_kernel(const T* a, const T* b, fl
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) fa::ptx::ldmatrix_x4(a_frag[s], swizzled_at<T>(base, s, warp, 64));
   }
-  float acc[N / 2];
+  float acc[N / 8][4];
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) acc[i] = NAN;  // scale_d = 0 at the first step must ignore these
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = NAN;  // scale_d = 0 at the first step must ignore these
 
   s9::wgmma_fence();
 #pragma unroll
@@ -83,10 +85,10 @@ __global__ void __launch_bounds__(128) product_kernel(const T* a, const T* b, fl
 #pragma unroll
   for (int j = 0; j < N / 8; ++j) {
     const int row = 16 * warp + g, col = 8 * j + 2 * t;
-    d[row * N + col] = acc[4 * j];
-    d[row * N + col + 1] = acc[4 * j + 1];
-    d[(row + 8) * N + col] = acc[4 * j + 2];
-    d[(row + 8) * N + col + 1] = acc[4 * j + 3];
+    d[row * N + col] = acc[j][0];
+    d[row * N + col + 1] = acc[j][1];
+    d[(row + 8) * N + col] = acc[j][2];
+    d[(row + 8) * N + col + 1] = acc[j][3];
   }
 }
 

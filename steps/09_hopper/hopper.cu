@@ -1,0 +1,69 @@
+// Stage 09 — the host side: the tile shape of each head dim, the tensor maps, the launch.
+//
+// What changed from stage 07 (steps/07_tensor_cores/tensor_cores.cu): three tensor maps (Q, K, V)
+// built on the host for every launch and passed by value to the kernel; the build is for sm_90a.
+//
+// Build and run (verifies against float64 and stage 07 on the same inputs):
+//   cmake -S . -B build -G Ninja && cmake --build build --target step09_hopper
+//   build/steps/09_hopper/step09_hopper                   (--help for the flags)
+#include "09_hopper/hopper.cuh"
+
+#include "07_tensor_cores/launch.cuh"
+#include "09_hopper/flash_wgmma_kernel.cuh"
+#include "fa/cuda/device.cuh"
+
+namespace fa::step09 {
+
+namespace {
+
+// Two warpgroups of 64 query rows (Br = 128), K/V tiles of 128 keys, two stages: at D = 128 that
+// is 160 KiB of shared memory and one block per SM. Not tuned yet.
+template <int D>
+using StageConfig = WgmmaConfig<D, 2, 128>;
+
+template <class T, int D>
+void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  using C = StageConfig<D>;
+  constexpr auto kernel = flash_wgmma_kernel<T, C>;
+  step07::check_launch(p, in, out, "stage 09", C::kBr, C::kSmemBytes);
+  opt_in_shared_memory_once<kernel, C::kSmemBytes>();
+  const std::int64_t heads = p.heads_total();
+  const TileMaps maps{make_tile_map<T>(in.q.as<T>(), heads, p.seq_q, D, C::kBr),
+                      make_tile_map<T>(in.k.as<T>(), heads, p.seq_k, D, C::kBc),
+                      make_tile_map<T>(in.v.as<T>(), heads, p.seq_k, D, C::kBc)};
+  const float scale = p.softmax_scale();
+  const step07::KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
+                                static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), scale,
+                                scale * static_cast<float>(M_LOG2E), p.causal, p.causal};
+  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr));
+  ctx.kernel_begin("tma_wgmma");
+  kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, a);
+  FA_CUDA_CHECK_LAUNCH();
+  ctx.kernel_end("tma_wgmma");
+}
+
+}  // namespace
+
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  p.require(kSupports);
+  if (p.kv_heads() != p.heads) throw UsageError("stage 09 runs Hkv = Hq only (grouped heads: stage 10)");
+  if (p.heads_total() > 65535) throw UsageError("stage 09: B·H is at most 65535 (the TMA's head coordinate, the grid)");
+  const bool half = p.dtype == DType::float16;
+  if (p.dim == 64) {
+    if (half) launch_stage<__half, 64>(p, in, out, ctx);
+    else launch_stage<__nv_bfloat16, 64>(p, in, out, ctx);
+  } else {
+    if (half) launch_stage<__half, 128>(p, in, out, ctx);
+    else launch_stage<__nv_bfloat16, 128>(p, in, out, ctx);
+  }
+}
+
+std::string hopper_skip_reason() {
+  if (std::string why = cuda_skip_reason(90); !why.empty()) return why;
+  const DeviceInfo d = query_device();
+  if (d.compute_major == 9 && d.compute_minor == 0) return "";
+  return "needs compute capability 9.0 (built for sm_90a, which runs there only); device 0 (" + d.name + ") is " +
+         std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor);
+}
+
+}  // namespace fa::step09

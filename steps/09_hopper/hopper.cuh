@@ -1,0 +1,25 @@
+// Stage 09 — the forward on Hopper's instructions: TMA for the tiles, wgmma for both products
+// (flash_wgmma_kernel.cuh; docs/09_hopper.md). Work in progress: the first rung, without warp
+// specialization.
+#pragma once
+
+#include <string>
+
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/problem.hpp"
+#include "fa/tensor.hpp"
+
+namespace fa::step09 {
+
+// fp16 or bf16 inputs and output (float32 accumulators, float32 LSE), D = 64 and 128.
+inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128}};
+
+// The stage's forward (fa::DeviceForward): device views of contiguous [B,H,N,D] tensors of
+// p.dtype, 16-byte aligned; O and LSE written, nothing allocated. Causal: the bottom-right mask,
+// tiles above the diagonal skipped, the heaviest Q tiles first. Queued on ctx.stream.
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
+
+// Empty on a GPU of compute capability 9.0 (sm_90a code runs there only), else the one line of why.
+std::string hopper_skip_reason();
+
+}  // namespace fa::step09

@@ -1,0 +1,81 @@
+// Stage 09 against float64 with the tolerance 16-bit rounding allows (docs/tolerance.md), at the
+// awkward shapes (tails of the 128-row Q tiles and 128-key K/V tiles, Nq != Nk both ways, causal
+// with whole tiles that see no key), fp16 and bf16, D = 64 and 128; against stage 07 on every row;
+// large logits. Needs compute capability 9.0 exactly (exit 77 elsewhere).
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "07_tensor_cores/tensor_cores.cuh"
+#include "09_hopper/hopper.cuh"
+#include "fa/compare.hpp"
+#include "fa/random.hpp"
+#include "fa/testing.hpp"
+
+namespace {
+
+using fa::testing::problem;
+constexpr fa::DType kDtypes[] = {fa::DType::bfloat16, fa::DType::float16};
+
+void require_hopper() {
+  if (const std::string why = fa::step09::hopper_skip_reason(); !why.empty()) {
+    std::printf("skipped: %s\n", why.c_str());
+    std::exit(77);
+  }
+}
+
+fa::Problem with_dtype(fa::Problem p, fa::DType t) {
+  p.dtype = t;
+  return p;
+}
+
+void check_case(const fa::Problem& p, std::uint64_t seed, fa::InputKind kind = fa::InputKind::normal) {
+  INFO(p.describe() << " " << fa::to_string(p.dtype));
+  const fa::AttentionData in = fa::make_inputs(p, seed, kind);
+  const fa::GpuRun r = fa::run_once(p, in, fa::step09::attention_forward);
+  CHECK(r.extra_bytes == 0);
+  fa::testing::check_verified(p, in, r.out, "09 tma_wgmma");
+  if (p.causal) fa::testing::check_empty_rows(p, r.out);
+}
+
+}  // namespace
+
+TEST_CASE("stage 09 against float64: N = 1, tails, Nq != Nk both ways, causal, D = 64 and 128, fp16 and bf16") {
+  require_hopper();
+  const fa::testing::Shape shapes[] = {{1, 1, 64},     {1, 77, 128},   {77, 1, 64},     {130, 130, 128},
+                                       {129, 300, 64}, {300, 129, 128}, {256, 256, 64}, {200, 520, 128}};
+  std::uint64_t seed = 9000;
+  for (const fa::DType t : kDtypes)
+    for (const auto& s : shapes)
+      for (const bool causal : {false, true}) check_case(with_dtype(problem(s.nq, s.nk, s.d, causal), t), ++seed);
+}
+
+TEST_CASE("stage 09: large logits (scores of 50 to 200)") {
+  require_hopper();
+  std::uint64_t seed = 9100;
+  for (const fa::DType t : kDtypes)
+    for (const std::int64_t d : {64, 128})
+      for (const bool causal : {false, true})
+        check_case(with_dtype(problem(200, 333, d, causal), t), ++seed, fa::InputKind::large_logits);
+}
+
+TEST_CASE("stage 09 against stage 07 (mma.sync, the same inputs) on every row") {
+  require_hopper();
+  std::uint64_t seed = 9200;
+  for (const fa::DType t : kDtypes)
+    for (const std::int64_t d : {64, 128})
+      for (const bool causal : {false, true}) {
+        const fa::Problem p = with_dtype(problem(300, 517, d, causal), t);
+        INFO(p.describe() << " " << fa::to_string(t));
+        const fa::AttentionData in = fa::make_inputs(p, ++seed);
+        const fa::GpuRun r = fa::run_once(p, in, fa::step09::attention_forward);
+        fa::VerifyPlan plan;
+        plan.max_full_flops = 1e30;
+        plan.previous = fa::PreviousStage{"07 flash", fa::gpu_forward(fa::step07::attention_forward)};
+        const fa::Verification v = fa::verify_forward(p, in, r.out, plan, 0);
+        for (const fa::CompareReport& c : v.reports) CHECK_MESSAGE(c.ok(), c.summary());
+        CHECK_MESSAGE(v.against.find("07 flash (all rows)") != std::string::npos, v.against);
+      }
+}
