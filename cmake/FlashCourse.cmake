@@ -237,7 +237,7 @@ function(fa_add_stage_cli_tests exe)
   fa_add_cli_test(NAME ${exe}_cli_json_unwritable EXPECT 2 ${gpu} FORBID "-- case 1"
                   COMMAND $<TARGET_FILE:${exe}> --seq 64 --json /proc/version/results.json)
   fa_add_cli_test(NAME ${exe}_cli_all_oom EXPECT 1 ${gpu} REQUIRE "nothing ran" FORBID "PASS:"
-                  COMMAND $<TARGET_FILE:${exe}> --batch 64 --heads 64 --seq 1M --dim 32 --reps 1 --warmup 0)
+                  COMMAND $<TARGET_FILE:${exe}> --batch 64 --heads 64 --seq 1M --dim 64 --reps 1 --warmup 0)
   # Large logits, large scales and large head dims are ordinary inputs: a correct stage passes.
   fa_add_cli_test(NAME ${exe}_cli_large_scale EXPECT 0 ${gpu} FORBID "FAIL"
                   COMMAND $<TARGET_FILE:${exe}> --seq 200 --heads 2 --scale 100 --causal --reps 1 --warmup 0)
