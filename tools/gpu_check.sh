@@ -28,7 +28,7 @@ sanitizer_bad=0
 {
   # One line per case: the stage's folder, then its arguments; each runs causal and not, under each
   # tool. Stage 07: every rung of its ladder, then its other head dims, fp16, Nq != Nk both ways;
-  # stage 08 the same (its backward after stage 07's forward).
+  # stage 08 the same (its backward after stage 07's forward); stage 09 at D = 64 and 128.
   while read -r stage args; do
     exe=$build/steps/$stage/step${stage%%_*}_${stage#*_}
     for causal in "" "--causal"; do
@@ -56,6 +56,8 @@ sanitizer_bad=0
 08_tensor_core_backward --heads 2 --reps 1 --warmup 0 --dim 96 --seq 100
 08_tensor_core_backward --heads 2 --reps 1 --warmup 0 --dim 32 --seq-q 77 --seq-k 200
 08_tensor_core_backward --heads 2 --reps 1 --warmup 0 --dim 256 --seq-q 129 --seq-k 300
+09_hopper $small
+09_hopper --heads 2 --reps 1 --warmup 0 --dim 128 --dtype float16 --seq-q 300 --seq-k 129
 CASES
 } > "$out/sanitizer.log" 2>&1
 echo "sanitizers: $(grep -c '^== ' "$out/sanitizer.log") runs, $(grep -cE 'ERROR SUMMARY: 0 errors|0 hazards' "$out/sanitizer.log") clean, failing: $sanitizer_bad ($((SECONDS - t0)) s)"
