@@ -10,7 +10,6 @@
 
 #include "07_tensor_cores/launch.cuh"
 #include "09_hopper/flash_wgmma_kernel.cuh"
-#include "fa/cuda/device.cuh"
 
 namespace fa::step09 {
 
@@ -56,14 +55,6 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
     if (half) launch_stage<__half, 128>(p, in, out, ctx);
     else launch_stage<__nv_bfloat16, 128>(p, in, out, ctx);
   }
-}
-
-std::string hopper_skip_reason() {
-  if (std::string why = cuda_skip_reason(90); !why.empty()) return why;
-  const DeviceInfo d = query_device();
-  if (d.compute_major == 9 && d.compute_minor == 0) return "";
-  return "needs compute capability 9.0 (built for sm_90a, which runs there only); device 0 (" + d.name + ") is " +
-         std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor);
 }
 
 }  // namespace fa::step09

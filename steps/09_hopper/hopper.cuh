@@ -3,8 +3,11 @@
 // specialization.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
+#include "fa/cuda/device.cuh"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/problem.hpp"
 #include "fa/tensor.hpp"
@@ -20,6 +23,20 @@ inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .di
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
 
 // Empty on a GPU of compute capability 9.0 (sm_90a code runs there only), else the one line of why.
-std::string hopper_skip_reason();
+inline std::string hopper_skip_reason() {
+  if (std::string why = cuda_skip_reason(90); !why.empty()) return why;
+  const DeviceInfo d = query_device();
+  if (d.compute_major == 9 && d.compute_minor == 0) return "";
+  return "needs compute capability 9.0 (built for sm_90a, which runs there only); device 0 (" + d.name + ") is " +
+         std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor);
+}
+
+// For the stage's tests, before their first kernel: "skipped: <why>" and exit 77 unless on 9.0.
+inline void exit_skipped_unless_hopper() {
+  if (const std::string why = hopper_skip_reason(); !why.empty()) {
+    std::printf("skipped: %s\n", why.c_str());
+    std::exit(77);
+  }
+}
 
 }  // namespace fa::step09

@@ -4,8 +4,6 @@
 // large logits. Needs compute capability 9.0 exactly (exit 77 elsewhere).
 #include <doctest/doctest.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "07_tensor_cores/tensor_cores.cuh"
@@ -18,13 +16,6 @@ namespace {
 
 using fa::testing::problem;
 constexpr fa::DType kDtypes[] = {fa::DType::bfloat16, fa::DType::float16};
-
-void require_hopper() {
-  if (const std::string why = fa::step09::hopper_skip_reason(); !why.empty()) {
-    std::printf("skipped: %s\n", why.c_str());
-    std::exit(77);
-  }
-}
 
 fa::Problem with_dtype(fa::Problem p, fa::DType t) {
   p.dtype = t;
@@ -43,7 +34,7 @@ void check_case(const fa::Problem& p, std::uint64_t seed, fa::InputKind kind = f
 }  // namespace
 
 TEST_CASE("stage 09 against float64: N = 1, tails, Nq != Nk both ways, causal, D = 64 and 128, fp16 and bf16") {
-  require_hopper();
+  fa::step09::exit_skipped_unless_hopper();
   const fa::testing::Shape shapes[] = {{1, 1, 64},     {1, 77, 128},   {77, 1, 64},     {130, 130, 128},
                                        {129, 300, 64}, {300, 129, 128}, {256, 256, 64}, {200, 520, 128}};
   std::uint64_t seed = 9000;
@@ -53,7 +44,7 @@ TEST_CASE("stage 09 against float64: N = 1, tails, Nq != Nk both ways, causal, D
 }
 
 TEST_CASE("stage 09: large logits (scores of 50 to 200)") {
-  require_hopper();
+  fa::step09::exit_skipped_unless_hopper();
   std::uint64_t seed = 9100;
   for (const fa::DType t : kDtypes)
     for (const std::int64_t d : {64, 128})
@@ -62,7 +53,7 @@ TEST_CASE("stage 09: large logits (scores of 50 to 200)") {
 }
 
 TEST_CASE("stage 09 against stage 07 (mma.sync, the same inputs) on every row") {
-  require_hopper();
+  fa::step09::exit_skipped_unless_hopper();
   std::uint64_t seed = 9200;
   for (const fa::DType t : kDtypes)
     for (const std::int64_t d : {64, 128})

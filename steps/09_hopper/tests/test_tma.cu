@@ -7,14 +7,12 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "07_tensor_cores/tile_ops.cuh"
+#include "09_hopper/hopper.cuh"
 #include "09_hopper/tma.cuh"
 #include "fa/cuda/check.cuh"
-#include "fa/cuda/device.cuh"
 #include "fa/cuda/device_buffer.cuh"
 
 namespace {
@@ -41,16 +39,6 @@ __global__ void two_tiles_kernel(const __grid_constant__ CUtensorMap map, int he
     const auto* raw = reinterpret_cast<const std::uint16_t*>(tile);
     for (int i = threadIdx.x; i < Tile::kElements; i += blockDim.x) out[phase * Tile::kElements + i] = raw[i];
     __syncthreads();  // every thread has read the tile before the next copy overwrites it
-  }
-}
-
-void require_hopper() {
-  fa::exit_skipped_below(90);
-  const fa::DeviceInfo info = fa::query_device();
-  if (info.compute_major != 9 || info.compute_minor != 0) {
-    std::printf("skipped: needs compute capability 9.0 (sm_90a code); device 0 (%s) is %d.%d\n", info.name.c_str(),
-                info.compute_major, info.compute_minor);
-    std::exit(77);
   }
 }
 
@@ -94,7 +82,7 @@ void check_tiles(int seq, int head, int row_a, int row_b) {
 }  // namespace
 
 TEST_CASE("TMA tiles land in the 128-byte swizzle, zeros past the end, two phases of one mbarrier") {
-  require_hopper();
+  fa::step09::exit_skipped_unless_hopper();
   check_tiles<__nv_bfloat16, 64, 64>(300, 1, 0, 256);    // a head's first tile, then its tail (44 rows)
   check_tiles<__nv_bfloat16, 64, 128>(77, 2, 64, 0);     // the tail first (13 rows), then the first
   check_tiles<__half, 128, 128>(1000, 0, 128, 896);      // a middle tile, then the tail (104 rows)

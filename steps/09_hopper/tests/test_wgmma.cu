@@ -10,16 +10,14 @@
 #include <cuda/ptx>
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "07_tensor_cores/tile_ops.cuh"
+#include "09_hopper/hopper.cuh"
 #include "09_hopper/wgmma.cuh"
 #include "fa/cuda/check.cuh"
-#include "fa/cuda/device.cuh"
 #include "fa/cuda/device_buffer.cuh"
 #include "fa/cuda/dtype.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
@@ -92,17 +90,6 @@ __global__ void __launch_bounds__(128) product_kernel(const T* a, const T* b, fl
   }
 }
 
-// Exactly compute capability 9.0, or exit 77 with one line.
-void require_hopper() {
-  fa::exit_skipped_below(90);
-  const fa::DeviceInfo info = fa::query_device();
-  if (info.compute_major != 9 || info.compute_minor != 0) {
-    std::printf("skipped: needs compute capability 9.0 (sm_90a code); device 0 (%s) is %d.%d\n", info.name.c_str(),
-                info.compute_major, info.compute_minor);
-    std::exit(77);
-  }
-}
-
 template <class T, int N, int K, bool kRs, int kTransB>
 void check_product(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -169,11 +156,11 @@ void check_all(std::uint64_t seed) {
 }  // namespace
 
 TEST_CASE("wgmma m64nNk16 from 128-byte swizzled tiles: bf16") {
-  require_hopper();
+  fa::step09::exit_skipped_unless_hopper();
   check_all<__nv_bfloat16>(900);
 }
 
 TEST_CASE("wgmma m64nNk16 from 128-byte swizzled tiles: fp16") {
-  require_hopper();
+  fa::step09::exit_skipped_unless_hopper();
   check_all<__half>(950);
 }
