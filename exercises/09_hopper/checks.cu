@@ -40,8 +40,8 @@ ProductCase random_case(int n, int k, bool a_in_registers, bool b_mn_major, std:
 void check_case(const ProductCase& c, const std::string& what) {
   fa::step09::exit_skipped_unless_hopper();
   INFO(what << ": 64 × " << c.k << " by " << c.k << " × " << c.n
-            << (c.a_in_registers ? ", A from registers" : ", A by descriptor")
-            << (c.b_mn_major ? ", B MN-major [k][n]" : ", B K-major [n][k]"));
+            << std::string(c.a_in_registers ? ", A from registers" : ", A by descriptor")
+            << std::string(c.b_mn_major ? ", B MN-major [k][n]" : ", B K-major [n][k]"));
   const std::vector<float> got = fa::ex09::run_product(c);
   std::vector<double> want(static_cast<std::size_t>(64 * c.n), 0.0);
   for (int m = 0; m < 64; ++m)

@@ -34,7 +34,7 @@ void check_case(const fa::Problem& p, std::uint64_t seed, fa::InputKind kind = f
   INFO(p.describe() << " " << fa::to_string(p.dtype));
   const fa::AttentionData in = fa::make_inputs(p, seed, kind);
   for (const Rung& rung : kRungs) {
-    INFO(rung.name);
+    INFO(std::string(rung.name));
     const fa::GpuRun r = fa::run_once(p, in, rung.forward);
     CHECK(r.extra_bytes == 0);
     fa::testing::check_verified(p, in, r.out, rung.name);
@@ -73,7 +73,7 @@ TEST_CASE("stage 09 against stage 07 (mma.sync, the same inputs) on every row") 
         INFO(p.describe() << " " << fa::to_string(t));
         const fa::AttentionData in = fa::make_inputs(p, ++seed);
         for (const Rung& rung : kRungs) {
-          INFO(rung.name);
+          INFO(std::string(rung.name));
           const fa::GpuRun r = fa::run_once(p, in, rung.forward);
           fa::VerifyPlan plan;
           plan.max_full_flops = 1e30;
