@@ -1,4 +1,5 @@
-// warp_roles.cuh — moving registers between warpgroups (sm_90a): setmaxnreg. Taught in stage 09.
+// warp_roles.cuh — moving registers between warpgroups (sm_90a): setmaxnreg; and the named
+// barriers by which warpgroups signal each other. Taught in stage 09.
 //
 // A kernel launched with T threads gets at most 65536 / T registers per thread, the same for
 // every warp. With warp specialization that is wasteful: the producer warpgroup only issues TMA
@@ -11,7 +12,13 @@
 // in one branch of its own (otherwise ptxas warns and ignores the calls). The budgets must add up:
 // 128·(producer) + 128·k·(consumer) ≤ 65536 for k consumer warpgroups.
 //
-// Inline PTX: CCCL (CUDA 13.0) has no wrapper for setmaxnreg.
+// Named barriers (ping-pong between consumer warpgroups): the SM has 16 hardware barriers per block;
+// __syncthreads is barrier 0 over every thread. `bar.sync id, n` waits until n threads have reached
+// barrier id, counting itself; `bar.arrive id, n` counts itself and goes on. So a warpgroup that
+// syncs (128) and one that arrives (128) on the same id with n = 256 form a one-way signal: the
+// syncing warpgroup waits for the arriving one.
+//
+// Inline PTX: CCCL (CUDA 13.0) has no wrapper for setmaxnreg or for bar.sync/bar.arrive with an id.
 #pragma once
 
 #include "09_hopper/wgmma.cuh"  // FA_HAVE_WGMMA: the same sm_90a target
@@ -31,6 +38,13 @@ __device__ __forceinline__ void take_registers() {
 #if FA_HAVE_WGMMA
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 #endif
+}
+
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 }  // namespace fa::step09

@@ -28,7 +28,9 @@ struct Rung {
   fa::DeviceForward forward;
 };
 const Rung kRungs[] = {{"09 tma_wgmma", fa::step09::attention_forward},
-                       {"09 warp_specialized", fa::step09::attention_forward_warp_specialized}};
+                       {"09 warp_specialized", fa::step09::attention_forward_warp_specialized},
+                       {"09 pingpong", fa::step09::attention_forward_pingpong},
+                       {"09 overlap", fa::step09::attention_forward_overlap}};
 
 void check_case(const fa::Problem& p, std::uint64_t seed, fa::InputKind kind = fa::InputKind::normal) {
   INFO(p.describe() << " " << fa::to_string(p.dtype));
