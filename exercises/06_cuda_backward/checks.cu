@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
 
 #include "06_cuda_backward/flash_backward.cuh"
 #include "backward_tile.cuh"
@@ -62,7 +63,7 @@ TEST_CASE("ex06 on the GPU: stage 06's kernels with your helpers, against the fl
       // Verification::reports of a backward: dQ, dK, dV, O, LSE.
       const fa::Verification v = fa::verify_backward(p, data, run.out, true, 0, 1);
       const fa::CompareReport &dq = v.reports[0], &dk = v.reports[1], &dv = v.reports[2];
-      INFO(p.describe() << (deterministic ? " deterministic" : "") << "\n  " << dq.summary() << "\n  "
+      INFO(p.describe() << std::string(deterministic ? " deterministic" : "") << "\n  " << dq.summary() << "\n  "
                         << dk.summary() << "\n  " << dv.summary());
       CHECK(dq.ok());
       CHECK(dk.ok());

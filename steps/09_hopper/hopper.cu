@@ -9,7 +9,9 @@
 #include "09_hopper/hopper.cuh"
 
 #include "07_tensor_cores/launch.cuh"
+#include "09_hopper/flash_pingpong_kernel.cuh"
 #include "09_hopper/flash_wgmma_kernel.cuh"
+#include "09_hopper/flash_ws_kernel.cuh"
 
 namespace fa::step09 {
 
@@ -20,11 +22,21 @@ namespace {
 template <int D>
 using StageConfig = WgmmaConfig<D, 2, 128>;
 
-template <class T, int D>
-void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
-  using C = StageConfig<D>;
-  constexpr auto kernel = flash_wgmma_kernel<T, C>;
-  step07::check_launch(p, in, out, "stage 09", C::kBr, C::kSmemBytes);
+// The second rung: the same tiles, one producer warpgroup more (384 threads).
+template <int D>
+using WsStageConfig = WsConfig<D, 2, 128>;
+
+// The third and fourth: three stages, because a stage is released one turn later (its P·V is
+// issued with the next tile's S): at D = 128, 224 KiB of the 227 an SM gives a block.
+template <int D>
+using PingPongStageConfig = WsConfig<D, 2, 128, 3>;
+
+// One launch of a rung's kernel for the tile shape C (Br query rows, Bc keys, kThreads threads).
+template <class T, class C, auto kernel>
+void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                 DeviceContext& ctx) {
+  constexpr int D = C::D;
+  step07::check_launch(p, in, out, std::string("stage 09 ") + name, C::kBr, C::kSmemBytes);
   opt_in_shared_memory_once<kernel, C::kSmemBytes>();
   const std::int64_t heads = p.heads_total();
   const TileMaps maps{make_tile_map<T>(in.q.as<T>(), heads, p.seq_q, D, C::kBr),
@@ -35,26 +47,65 @@ void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOu
                                 static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), scale,
                                 scale * static_cast<float>(M_LOG2E), p.causal, p.causal};
   const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr));
-  ctx.kernel_begin("tma_wgmma");
+  ctx.kernel_begin(name);
   kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, a);
   FA_CUDA_CHECK_LAUNCH();
-  ctx.kernel_end("tma_wgmma");
+  ctx.kernel_end(name);
 }
 
-}  // namespace
+enum class Rung { tma_wgmma, warp_specialized, pingpong, overlap };
 
-void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+template <class T, int D>
+void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+                  Rung rung) {
+  using PP = PingPongStageConfig<D>;
+  switch (rung) {
+    case Rung::tma_wgmma:
+      return launch_rung<T, StageConfig<D>, flash_wgmma_kernel<T, StageConfig<D>>>("tma_wgmma", p, in, out, ctx);
+    case Rung::warp_specialized:
+      return launch_rung<T, WsStageConfig<D>, flash_ws_kernel<T, WsStageConfig<D>>>("warp_specialized", p, in, out,
+                                                                                    ctx);
+    case Rung::pingpong:
+      return launch_rung<T, PP, flash_pingpong_kernel<T, PP, false>>("pingpong", p, in, out, ctx);
+    case Rung::overlap:
+      return launch_rung<T, PP, flash_pingpong_kernel<T, PP, true>>("overlap", p, in, out, ctx);
+  }
+}
+
+void forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+             Rung rung) {
   p.require(kSupports);
   if (p.kv_heads() != p.heads) throw UsageError("stage 09 runs Hkv = Hq only (grouped heads: stage 10)");
   if (p.heads_total() > 65535) throw UsageError("stage 09: B·H is at most 65535 (the TMA's head coordinate, the grid)");
   const bool half = p.dtype == DType::float16;
   if (p.dim == 64) {
-    if (half) launch_stage<__half, 64>(p, in, out, ctx);
-    else launch_stage<__nv_bfloat16, 64>(p, in, out, ctx);
+    if (half) launch_stage<__half, 64>(p, in, out, ctx, rung);
+    else launch_stage<__nv_bfloat16, 64>(p, in, out, ctx, rung);
   } else {
-    if (half) launch_stage<__half, 128>(p, in, out, ctx);
-    else launch_stage<__nv_bfloat16, 128>(p, in, out, ctx);
+    if (half) launch_stage<__half, 128>(p, in, out, ctx, rung);
+    else launch_stage<__nv_bfloat16, 128>(p, in, out, ctx, rung);
   }
+}
+
+}  // namespace
+
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  forward(p, in, out, ctx, Rung::tma_wgmma);
+}
+
+void attention_forward_warp_specialized(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                        DeviceContext& ctx) {
+  forward(p, in, out, ctx, Rung::warp_specialized);
+}
+
+void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                DeviceContext& ctx) {
+  forward(p, in, out, ctx, Rung::pingpong);
+}
+
+void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                               DeviceContext& ctx) {
+  forward(p, in, out, ctx, Rung::overlap);
 }
 
 }  // namespace fa::step09

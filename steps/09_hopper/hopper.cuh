@@ -22,6 +22,18 @@ inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .di
 // tiles above the diagonal skipped, the heaviest Q tiles first. Queued on ctx.stream.
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
 
+// The other rungs, the same contract.
+// warp_specialized: a producer warpgroup for the copies, two consumer warpgroups for the math,
+// mbarriers between them (flash_ws_kernel.cuh).
+void attention_forward_warp_specialized(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                        DeviceContext& ctx);
+// pingpong: the consumers take turns on the tensor cores (named barriers); overlap: and each one's
+// softmax of tile j runs under its own P·V of tile j − 1 (flash_pingpong_kernel.cuh).
+void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                DeviceContext& ctx);
+void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                               DeviceContext& ctx);
+
 // Empty on a GPU of compute capability 9.0 (sm_90a code runs there only), else the one line of why.
 inline std::string hopper_skip_reason() {
   if (std::string why = cuda_skip_reason(90); !why.empty()) return why;

@@ -83,7 +83,11 @@ __device__ __forceinline__ void barrier_expect_bytes(std::uint64_t* bar, std::ui
   cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar,
                                        bytes);
 }
-// Every consumer: spin until the phase of parity `phase` (0, 1, 0, ...) has completed.
+// A consumer done with a buffer: one arrival (the barrier's count says how many complete a phase).
+__device__ __forceinline__ void barrier_arrive(std::uint64_t* bar) { (void)cuda::ptx::mbarrier_arrive(bar); }
+// Every consumer: spin until the phase of parity `phase` (0, 1, 0, ...) has completed. On a barrier
+// that has not completed any phase yet, parity 1 counts as completed (the phase "before" phase 0):
+// a producer waiting for an empty buffer starts with parity 1 and passes at once.
 __device__ __forceinline__ void barrier_wait(std::uint64_t* bar, std::uint32_t phase) {
   while (!cuda::ptx::mbarrier_try_wait_parity(bar, phase)) {
   }

@@ -55,20 +55,26 @@ namespace fa::step09 {
 //     rows·128 bytes apart (leading offset). Step k starts 16 rows (2048 bytes) further.
 __device__ __forceinline__ std::uint64_t smem_descriptor(std::uint32_t smem_address, std::uint32_t leading_bytes,
                                                          std::uint32_t stride_bytes) {
+  // >>> ex09:descriptor
   return static_cast<std::uint64_t>((smem_address & 0x3FFFF) >> 4) |
          static_cast<std::uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16 |
          static_cast<std::uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | std::uint64_t{1} << 62;
+  // <<< ex09:descriptor
 }
 
 // The descriptor of k-step `step` of a K-major tile of `rows` rows at `tile` (a shared address).
 template <class T>
 __device__ __forceinline__ std::uint64_t k_major_step(std::uint32_t tile, int step, int rows) {
+  // >>> ex09:k_major_step
   return smem_descriptor(tile + sizeof(T) * ((step % 4) * 16 + (step / 4) * rows * 64), 16, 1024);
+  // <<< ex09:k_major_step
 }
 // The descriptor of k-step `step` of an MN-major tile of `rows` k-rows at `tile`.
 template <class T>
 __device__ __forceinline__ std::uint64_t mn_major_step(std::uint32_t tile, int step, int rows) {
+  // >>> ex09:mn_major_step
   return smem_descriptor(tile + sizeof(T) * (step * 16 * 64), sizeof(T) * rows * 64, 1024);
+  // <<< ex09:mn_major_step
 }
 
 __device__ __forceinline__ void wgmma_fence() {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <iterator>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "02_cpu_online_softmax/online_softmax.hpp"
@@ -261,7 +262,7 @@ TEST_CASE("rows that see no key (causal, Nq > Nk) give O = 0 and LSE = -inf, nev
   for (const auto& [name, fn] : {std::pair{"naive", kNaive}, std::pair{"cublas", kCublas}}) {
     const Forward f = forward(fn, p, in);
     for (std::int64_t i = 0; i < p.seq_q; ++i) {
-      INFO(name << " row " << i);
+      INFO(std::string(name) << " row " << i);
       const float lse = f.out.lse.at(1, 1, i, 0);
       REQUIRE(!std::isnan(lse));
       if (p.keys_visible(i) == 0) {
@@ -303,7 +304,7 @@ TEST_CASE("the harness sees the three kernels by name: qk, softmax, pv") {
     const auto ms = split.median_ms();
     CHECK(ms.size() == 3);
     for (const char* name : {"qk", "softmax", "pv"}) {
-      INFO(name);
+      INFO(std::string(name));
       REQUIRE(ms.count(name) == 1);
       CHECK(ms.at(name) >= 0.0);
     }

@@ -144,7 +144,7 @@ TEST_CASE("rows that see no key (causal, Nq > Nk): O = 0 and LSE = -inf on every
     const fa::AttentionData in = fa::make_inputs(p, 14);
     for (int k = 0; k < kRungs; ++k) {
       if (!fits_here(k, d)) continue;
-      INFO(kLadder[k].name << ", D = " << d);
+      INFO(std::string(kLadder[k].name) << ", D = " << d);
       const auto r = fa::run_once(p, in, kLadder[k].forward);
       fa::testing::check_empty_rows(p, r.out);
       fa::testing::check_against_f64(p, in, r.out, fa::kFloat32Tol, kLadder[k].name);
@@ -158,7 +158,7 @@ TEST_CASE("a longer head: every rung on sampled float64 rows and against the run
     const fa::AttentionData in = fa::make_inputs(p, 17);
     for (int k = 0; k < kRungs; ++k) {
       if (!fits_here(k, p.dim)) continue;
-      INFO(kLadder[k].name << (causal ? ", causal" : ""));
+      INFO(std::string(kLadder[k].name) << (causal ? ", causal" : ""));
       const auto r = fa::run_once(p, in, kLadder[k].forward);
       fa::VerifyPlan plan;
       plan.max_full_flops = 0;  // 48 sampled rows (and the edges) against float64
@@ -175,7 +175,7 @@ TEST_CASE("the same inputs give the same bits twice on every rung (no race betwe
     const fa::AttentionData in = fa::make_inputs(p, 16);
     for (int k = 0; k < kRungs; ++k) {
       if (!fits_here(k, p.dim)) continue;
-      INFO(kLadder[k].name << (causal ? ", causal" : ""));
+      INFO(std::string(kLadder[k].name) << (causal ? ", causal" : ""));
       const auto a = fa::run_once(p, in, kLadder[k].forward);
       const auto b = fa::run_once(p, in, kLadder[k].forward);
       CHECK(std::memcmp(a.out.o.raw(), b.out.o.raw(), a.out.o.bytes()) == 0);
@@ -189,7 +189,7 @@ TEST_CASE("a head dim whose tiles do not fit this GPU's shared memory is a Usage
   // check is that fits_here says so. On a T4 it checks the refusals themselves.
   for (const std::int64_t d : kDims)
     for (int k = 0; k < kRungs; ++k) {
-      INFO(kLadder[k].name << ", D = " << d);
+      INFO(std::string(kLadder[k].name) << ", D = " << d);
       if (fa::shared_memory_per_block_optin() >= 227 * 1024) CHECK(fits_here(k, d));
       if (fits_here(k, d)) continue;
       const fa::Problem p = problem(8, 8, d, false, 1, 1);
@@ -202,7 +202,7 @@ TEST_CASE("an unsupported head dim is a UsageError on every rung, not a wrong an
     const fa::Problem p = problem(8, 8, d, false, 1, 1);
     const fa::AttentionData in = fa::make_inputs(p, 15);
     for (int k = 0; k < kRungs; ++k) {
-      INFO(kLadder[k].name << ", D = " << d);
+      INFO(std::string(kLadder[k].name) << ", D = " << d);
       CHECK_THROWS_AS(fa::run_once(p, in, kLadder[k].forward), fa::UsageError);
     }
   }

@@ -1,4 +1,4 @@
-// Stage 09 against float64 with the tolerance 16-bit rounding allows (docs/tolerance.md), at the
+// Stage 09's rungs (tma_wgmma, warp_specialized) against float64 with the tolerance 16-bit rounding allows (docs/tolerance.md), at the
 // awkward shapes (tails of the 128-row Q tiles and 128-key K/V tiles, Nq != Nk both ways, causal
 // with whole tiles that see no key), fp16 and bf16, D = 64 and 128; against stage 07 on every row;
 // large logits. Needs compute capability 9.0 exactly (exit 77 elsewhere).
@@ -22,13 +22,26 @@ fa::Problem with_dtype(fa::Problem p, fa::DType t) {
   return p;
 }
 
+// The rungs, each checked alike.
+struct Rung {
+  const char* name;
+  fa::DeviceForward forward;
+};
+const Rung kRungs[] = {{"09 tma_wgmma", fa::step09::attention_forward},
+                       {"09 warp_specialized", fa::step09::attention_forward_warp_specialized},
+                       {"09 pingpong", fa::step09::attention_forward_pingpong},
+                       {"09 overlap", fa::step09::attention_forward_overlap}};
+
 void check_case(const fa::Problem& p, std::uint64_t seed, fa::InputKind kind = fa::InputKind::normal) {
   INFO(p.describe() << " " << fa::to_string(p.dtype));
   const fa::AttentionData in = fa::make_inputs(p, seed, kind);
-  const fa::GpuRun r = fa::run_once(p, in, fa::step09::attention_forward);
-  CHECK(r.extra_bytes == 0);
-  fa::testing::check_verified(p, in, r.out, "09 tma_wgmma");
-  if (p.causal) fa::testing::check_empty_rows(p, r.out);
+  for (const Rung& rung : kRungs) {
+    INFO(std::string(rung.name));
+    const fa::GpuRun r = fa::run_once(p, in, rung.forward);
+    CHECK(r.extra_bytes == 0);
+    fa::testing::check_verified(p, in, r.out, rung.name);
+    if (p.causal) fa::testing::check_empty_rows(p, r.out);
+  }
 }
 
 }  // namespace
@@ -61,12 +74,15 @@ TEST_CASE("stage 09 against stage 07 (mma.sync, the same inputs) on every row") 
         const fa::Problem p = with_dtype(problem(300, 517, d, causal), t);
         INFO(p.describe() << " " << fa::to_string(t));
         const fa::AttentionData in = fa::make_inputs(p, ++seed);
-        const fa::GpuRun r = fa::run_once(p, in, fa::step09::attention_forward);
-        fa::VerifyPlan plan;
-        plan.max_full_flops = 1e30;
-        plan.previous = fa::PreviousStage{"07 flash", fa::gpu_forward(fa::step07::attention_forward)};
-        const fa::Verification v = fa::verify_forward(p, in, r.out, plan, 0);
-        for (const fa::CompareReport& c : v.reports) CHECK_MESSAGE(c.ok(), c.summary());
-        CHECK_MESSAGE(v.against.find("07 flash (all rows)") != std::string::npos, v.against);
+        for (const Rung& rung : kRungs) {
+          INFO(std::string(rung.name));
+          const fa::GpuRun r = fa::run_once(p, in, rung.forward);
+          fa::VerifyPlan plan;
+          plan.max_full_flops = 1e30;
+          plan.previous = fa::PreviousStage{"07 flash", fa::gpu_forward(fa::step07::attention_forward)};
+          const fa::Verification v = fa::verify_forward(p, in, r.out, plan, 0);
+          for (const fa::CompareReport& c : v.reports) CHECK_MESSAGE(c.ok(), c.summary());
+          CHECK_MESSAGE(v.against.find("07 flash (all rows)") != std::string::npos, v.against);
+        }
       }
 }

@@ -132,8 +132,8 @@ void check_product(std::uint64_t seed) {
       if (!(err <= bound)) ++bad;  // NaN fails
       if (err > worst || std::isnan(err)) worst = err;
     }
-  INFO("N = " << N << ", K = " << K << (kRs ? ", A from registers" : ", A from shared memory")
-              << (kTransB == 1 ? ", B MN-major" : ", B K-major") << ": " << bad << " of " << 64 * N
+  INFO("N = " << N << ", K = " << K << std::string(kRs ? ", A from registers" : ", A from shared memory")
+              << std::string(kTransB == 1 ? ", B MN-major" : ", B K-major") << ": " << bad << " of " << 64 * N
               << " elements off, worst error " << worst);
   CHECK(bad == 0);
 }

@@ -1,0 +1,143 @@
+// Stage 09's third and fourth rungs — FlashAttention-3's two schedules on top of warp
+// specialization: the two consumer warpgroups take turns on the tensor cores (ping-pong), and,
+// with kOverlap, a warpgroup's softmax of tile j runs while its own product with V_{j-1} is still
+// in flight (intra-warpgroup overlap).
+//
+// What changed from the second rung (flash_ws_kernel.cuh; the producer, the shared memory and the
+// mbarriers are the same code):
+//   - the order of the products: a warpgroup's turn j issues S_j = Q·K_jᵀ and
+//     O += P_{j-1}·V_{j-1} together, then does the softmax of S_j. There are count + 1 turns: the
+//     first has no P·V, the last no S (both peeled out of the loop).
+//   - ping-pong: the turns of the two consumers alternate on two named barriers (bar.sync /
+//     bar.arrive, warp_roles.cuh): consumer c waits on barrier kTurn + c before issuing, and
+//     arrives on the other's barrier after. While one warpgroup's wgmma run, the other does its
+//     exponentials: the tensor cores and the multi-function units (exp2) work at the same time,
+//     where in the second rung both warpgroups tended to reach the softmax together.
+//   - kOverlap: S_j is committed before P_{j-1}·V_{j-1}, so `wgmma_wait<1>` returns when S_j is
+//     done and the softmax starts while P·V still runs; O is rescaled and P_j packed only after
+//     `wgmma_wait<0>` (P·V writes O and reads the P registers until then).
+//
+//   consumer 0:  [PV₋ S₀]  softmax₀ ·········· [PV₀ S₁]  softmax₁ ·········· [PV₁ S₂] ...
+//   consumer 1:  ········· [PV₋ S₀]  softmax₀  ·········· [PV₀ S₁]  softmax₁ ·········· ...
+//                └ turn ┘ (tensor cores)          kOverlap: softmax_j starts when S_j is done
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "07_tensor_cores/fragment_softmax.cuh"
+#include "07_tensor_cores/tile_ops.cuh"
+#include "09_hopper/flash_ws_kernel.cuh"  // WsConfig, WsShared, produce_tiles, issue_*, pack_probabilities
+#include "09_hopper/warp_roles.cuh"
+#include "09_hopper/wgmma.cuh"
+
+namespace fa::step09 {
+
+// Named barriers 1 and 2 (0 is __syncthreads): consumer c's turn is kTurnBarrier + c.
+inline constexpr int kTurnBarrier = 1;
+
+template <class T, class C, bool kOverlap>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a) {
+  static_assert(C::kConsumers == 2, "ping-pong: two consumer warpgroups take turns");
+  constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, S = C::kStages, NT = Bc / 8, DT = D / 8;
+  constexpr int kPair = 256;  // the threads of both consumers: each named barrier counts them
+  extern __shared__ unsigned char smem_raw[];
+  const WsShared<T, C> sh(smem_raw);
+
+  const int warpgroup = threadIdx.x / 128;
+  const int tile = a.heavy_first ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const int i0 = tile * Br;
+  const int head = static_cast<int>(blockIdx.x);
+  const step07::KeyTiles kv = step07::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
+
+  if (threadIdx.x == 0) sh.init_barriers();
+  __syncthreads();
+
+  if (warpgroup == 0) {  // the producer: unchanged
+    release_registers<C::kProducerRegisters>();
+    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, head, kv.count);
+    return;
+  }
+
+  take_registers<C::kConsumerRegisters>();
+  const int consumer = warpgroup - 1, warp = threadIdx.x / 32 % 4;
+  const auto q_rows =
+      static_cast<std::uint32_t>(__cvta_generic_to_shared(sh.q_tile)) + consumer * 64 * 64 * sizeof(T);
+  const int warp_row0 = 64 * consumer + 16 * warp;
+  const int my_turn = kTurnBarrier + consumer, their_turn = kTurnBarrier + (1 - consumer);
+
+  float o[1][DT][4] = {};
+  float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {};
+  std::uint32_t pa[Bc / 16][4];  // P_{j-1}, 16-bit, read by the next turn's P·V
+  float sc[1][NT][4];            // S_j, then P_j in fp32
+  float alpha[2];
+  // The masks and the online softmax of tile j, in place: stage 07's functions.
+  const auto softmax = [&](int j) {
+    fence_accumulators(sc[0]);
+    if (j >= kv.mask_from) step07::mask_scores(sc, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
+    step07::online_softmax(sc[0], m[0], l[0], alpha, a.scale_log2);
+    // Pins the exponentials here: without it the compiler may sink this arithmetic below the
+    // next wgmma_wait<0> (it depends on no memory), and the overlap is gone.
+    fence_accumulators(sc[0]);
+    asm volatile("" : "+f"(l[0][0]), "+f"(l[0][1]), "+f"(alpha[0]), "+f"(alpha[1])::"memory");
+  };
+  // P_{j-1}·V_{j-1} is done: O is final for that tile, the P registers are free, the stage empty.
+  const auto values_done = [&](int j_prev) {
+    wgmma_wait<0>();
+    fence_accumulators(o[0]);
+    if (threadIdx.x % 128 == 0) barrier_arrive(&sh.kv_empty[j_prev % S]);  // K and V of j − 1 read
+  };
+
+  // The turns: 0 issues S_0 alone, 1 .. count − 1 issue S_j with P_{j-1}·V_{j-1}, the last
+  // P·V alone. Peeled, so that no wgmma sits under a condition (ptxas would serialize them all).
+  if (kv.count > 0) {
+    barrier_wait(sh.q_full, 0);
+    if (consumer == 1) named_barrier_arrive(their_turn, kPair);  // consumer 0 goes first
+
+    barrier_wait(&sh.k_full[0], 0);
+    named_barrier_sync(my_turn, kPair);  // the other warpgroup has issued its turn
+    wgmma_fence();
+    issue_scores<T, C>(sc[0], q_rows, sh.k_addr(0));
+    wgmma_commit();
+    named_barrier_arrive(their_turn, kPair);  // the other's turn
+    wgmma_wait<0>();
+    softmax(0);
+    step07::rescale(o[0], alpha);
+    pack_probabilities<T>(pa, sc[0]);
+
+    for (int j = 1; j < kv.count; ++j) {
+      const int s = j % S, s_prev = (j - 1) % S;
+      barrier_wait(&sh.k_full[s], stage_phase<S>(j));           // K_j landed
+      barrier_wait(&sh.v_full[s_prev], stage_phase<S>(j - 1));  // V_{j-1} landed
+      named_barrier_sync(my_turn, kPair);
+      wgmma_fence();
+      issue_scores<T, C>(sc[0], q_rows, sh.k_addr(s));
+      wgmma_commit();
+      issue_values<T, C>(o[0], pa, sh.v_addr(s_prev));
+      wgmma_commit();
+      named_barrier_arrive(their_turn, kPair);
+      if constexpr (kOverlap) wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
+      else wgmma_wait<0>();
+      softmax(j);
+      values_done(j - 1);
+      step07::rescale(o[0], alpha);
+      pack_probabilities<T>(pa, sc[0]);
+    }
+
+    const int last = kv.count - 1;
+    barrier_wait(&sh.v_full[last % S], stage_phase<S>(last));
+    named_barrier_sync(my_turn, kPair);
+    wgmma_fence();
+    issue_values<T, C>(o[0], pa, sh.v_addr(last % S));
+    wgmma_commit();
+    if (consumer == 0) named_barrier_arrive(their_turn, kPair);  // consumer 1's last turn has no one after it
+    values_done(last);
+  }
+
+  step07::write_output(a, o, m, l, a.o + static_cast<std::int64_t>(head) * a.seq_q * D,
+                       a.lse + static_cast<std::int64_t>(head) * a.seq_q, i0 + warp_row0);
+}
+
+}  // namespace fa::step09
