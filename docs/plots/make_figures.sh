@@ -80,7 +80,7 @@ set_of h100_08_vs_pytorch H100 compare_08_h100.json
 rm -f "$scratch/h100_08_vs_pytorch_memory.png" "$scratch/h100_08_vs_pytorch_time.png" \
   "$scratch/h100_08_vs_pytorch_progression.png"
 
-# Chapter 09: the first Hopper rung beside stage 07 and PyTorch's flash and cuDNN, one run (TFLOP/s only).
+# Chapter 09: the top Hopper rung beside stage 07 and PyTorch's flash and cuDNN, one run (TFLOP/s only).
 set_of h100_09_vs_pytorch H100 compare_09_h100.json
 rm -f "$scratch/h100_09_vs_pytorch_memory.png" "$scratch/h100_09_vs_pytorch_time.png" \
   "$scratch/h100_09_vs_pytorch_progression.png"
