@@ -15,8 +15,7 @@
 //     where in the second rung both warpgroups tended to reach the softmax together.
 //   - kOverlap: S_j is committed before P_{j-1}·V_{j-1}, so `wgmma_wait<1>` returns when S_j is
 //     done and the softmax starts while P·V still runs; O is rescaled and P_j packed only after
-//     `wgmma_wait<0>` (P·V writes O and reads the P registers until then), at the start of the
-//     next turn.
+//     `wgmma_wait<0>` (P·V writes O and reads the P registers until then).
 //
 //   consumer 0:  [PV₋ S₀]  softmax₀ ·········· [PV₀ S₁]  softmax₁ ·········· [PV₁ S₂] ...
 //   consumer 1:  ········· [PV₋ S₀]  softmax₀  ·········· [PV₀ S₁]  softmax₁ ·········· ...
@@ -79,21 +78,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     fence_accumulators(sc[0]);
     if (j >= kv.mask_from) step07::mask_scores(sc, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
     step07::online_softmax(sc[0], m[0], l[0], alpha, a.scale_log2);
+    // Pins the exponentials here: without it the compiler may sink this arithmetic below the
+    // next wgmma_wait<0> (it depends on no memory), and the overlap is gone.
+    fence_accumulators(sc[0]);
+    asm volatile("" : "+f"(l[0][0]), "+f"(l[0][1]), "+f"(alpha[0]), "+f"(alpha[1])::"memory");
   };
-  // Wait until P_{jv}·V_{jv} is done (O final for that tile, the P registers free) and release its
-  // stage (K and V of tile jv both read; jv < 0: nothing to release); then rescale O by the last
-  // softmax's alpha and pack its P for the next P·V.
-  //
-  // This sits at the start of the next turn, after the mbarrier waits (loops), not right after the
-  // softmax: there ptxas moved the wait for P·V above the exponentials, undoing the overlap.
-  const auto values_done = [&](int jv) {
+  // P_{j-1}·V_{j-1} is done: O is final for that tile, the P registers are free, the stage empty.
+  const auto values_done = [&](int j_prev) {
     wgmma_wait<0>();
     fence_accumulators(o[0]);
-    if (jv >= 0 && threadIdx.x % 128 == 0) barrier_arrive(&sh.kv_empty[jv % S]);
-  };
-  const auto next_values = [&] {
-    step07::rescale(o[0], alpha);
-    pack_probabilities<T>(pa, sc[0]);
+    if (threadIdx.x % 128 == 0) barrier_arrive(&sh.kv_empty[j_prev % S]);  // K and V of j − 1 read
   };
 
   // The turns: 0 issues S_0 alone, 1 .. count − 1 issue S_j with P_{j-1}·V_{j-1}, the last
@@ -110,13 +104,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     named_barrier_arrive(their_turn, kPair);  // the other's turn
     wgmma_wait<0>();
     softmax(0);
+    step07::rescale(o[0], alpha);
+    pack_probabilities<T>(pa, sc[0]);
 
     for (int j = 1; j < kv.count; ++j) {
       const int s = j % S, s_prev = (j - 1) % S;
       barrier_wait(&sh.k_full[s], stage_phase<S>(j));           // K_j landed
       barrier_wait(&sh.v_full[s_prev], stage_phase<S>(j - 1));  // V_{j-1} landed
-      values_done(j - 2);
-      next_values();
       named_barrier_sync(my_turn, kPair);
       wgmma_fence();
       issue_scores<T, C>(sc[0], q_rows, sh.k_addr(s));
@@ -127,12 +121,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       if constexpr (kOverlap) wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
       else wgmma_wait<0>();
       softmax(j);
+      values_done(j - 1);
+      step07::rescale(o[0], alpha);
+      pack_probabilities<T>(pa, sc[0]);
     }
 
     const int last = kv.count - 1;
     barrier_wait(&sh.v_full[last % S], stage_phase<S>(last));
-    values_done(last - 1);
-    next_values();
     named_barrier_sync(my_turn, kPair);
     wgmma_fence();
     issue_values<T, C>(o[0], pa, sh.v_addr(last % S));
