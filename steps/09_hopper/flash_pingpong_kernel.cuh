@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     fence_accumulators(sc[0]);
     if (j >= kv.mask_from) step07::mask_scores(sc, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
     step07::online_softmax(sc[0], m[0], l[0], alpha, a.scale_log2);
-    // Pins the exponentials here: without it the compiler may sink this arithmetic below the
-    // next wgmma_wait<0> (it depends on no memory), and the overlap is gone.
+    // Keeps the exponentials above the next wgmma_wait<0> in the PTX (they depend on no memory, so
+    // the compiler could sink them). ptxas may still move the wait up in the SASS: chapter 09.
     fence_accumulators(sc[0]);
     asm volatile("" : "+f"(l[0][0]), "+f"(l[0][1]), "+f"(alpha[0]), "+f"(alpha[1])::"memory");
   };
