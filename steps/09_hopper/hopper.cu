@@ -27,9 +27,14 @@ template <int D>
 using WsStageConfig = WsConfig<D, 2, 128>;
 
 // The third and fourth: three stages, because a stage is released one turn later (its P·V is
-// issued with the next tile's S): at D = 128, 224 KiB of the 227 an SM gives a block.
+// issued with the next tile's S): at D = 128, 224 KiB of the 227 an SM gives a block. At D = 64 a
+// tile of 128 keys is half the products of D = 128 for the same softmax and the same fixed costs
+// per tile (waits, turns); tiles of 192 keys (one m64n192k16 for S) spread those over more work.
+#ifndef FA_STEP09_D64_KEYS  // a build flag only for measuring the choice (128 or 192)
+#define FA_STEP09_D64_KEYS 192
+#endif
 template <int D>
-using PingPongStageConfig = WsConfig<D, 2, 128, 3>;
+using PingPongStageConfig = WsConfig<D, 2, D == 64 ? FA_STEP09_D64_KEYS : 128, 3>;
 
 // One launch of a rung's kernel for the tile shape C (Br query rows, Bc keys, kThreads threads).
 template <class T, class C, auto kernel>

@@ -124,6 +124,13 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
       "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
       "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define FA_WGMMA_D_N192 \
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63," \
+      "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79," \
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
 #define FA_WGMMA_OUT_N64 \
     "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
     "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
@@ -150,6 +157,31 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
     "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
     "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
     "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+#define FA_WGMMA_OUT_N192 \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
+    "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
+    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+    "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
+    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
+    "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
+    "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
+    "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), \
+    "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
+    "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), \
+    "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
+    "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), \
+    "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
+    "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
+    "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), \
+    "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), \
+    "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), \
+    "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), \
+    "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), \
+    "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), \
+    "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), \
+    "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), \
+    "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
 
 // One instruction: AB is "bf16" or "f16", N 64 or 128; the operands after the accumulators are A
 // (a descriptor, or four registers), B's descriptor, scale_d (into the predicate p) and the
@@ -170,6 +202,11 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " {" FA_WGMMA_D_N128 \
                "}, %64, %65, p, 1, 1, 0, %67;\n}\n" \
                : FA_WGMMA_OUT_N128 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB))
+#define FA_WGMMA_M64N192_SS(AB) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
+               "wgmma.mma_async.sync.aligned.m64n192k16.f32." AB "." AB " {" FA_WGMMA_D_N192 \
+               "}, %96, %97, p, 1, 1, 0, %99;\n}\n" \
+               : FA_WGMMA_OUT_N192 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB))
 #define FA_WGMMA_M64N128_RS(AB) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " {" FA_WGMMA_D_N128 \
@@ -225,6 +262,22 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], std::uint
 #endif
 }
 
+// N = 192: the scores of a key tile of 192 (D = 64); from shared memory only.
+template <class T, int kTransB>
+__device__ __forceinline__ void wgmma_m64n192k16_ss(float (&d)[24][4], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                    int scale_d) {
+  check_operand_type<T>();
+#if FA_HAVE_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    FA_WGMMA_M64N192_SS("bf16");
+  } else {
+    FA_WGMMA_M64N192_SS("f16");
+  }
+#else
+  no_wgmma(d);
+#endif
+}
+
 template <class T, int kTransB>
 __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const std::uint32_t (&a)[4],
                                                     std::uint64_t desc_b,
@@ -244,17 +297,21 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const std
 #undef FA_WGMMA_M64N64_RS
 #undef FA_WGMMA_M64N128_SS
 #undef FA_WGMMA_M64N128_RS
+#undef FA_WGMMA_M64N192_SS
 #undef FA_WGMMA_D_N64
 #undef FA_WGMMA_D_N128
+#undef FA_WGMMA_D_N192
 #undef FA_WGMMA_OUT_N64
 #undef FA_WGMMA_OUT_N128
+#undef FA_WGMMA_OUT_N192
 
-// The product for the accumulator's width: N = 8·NT (64 or 128).
+// The product for the accumulator's width: N = 8·NT (64, 128, or 192 from shared memory).
 template <class T, int kTransB, int NT>
 __device__ __forceinline__ void wgmma_ss(float (&d)[NT][4], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d) {
-  static_assert(NT == 8 || NT == 16, "wgmma_ss: N = 64 or 128");
+  static_assert(NT == 8 || NT == 16 || NT == 24, "wgmma_ss: N = 64, 128 or 192");
   if constexpr (NT == 8) wgmma_m64n64k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
-  else wgmma_m64n128k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
+  else if constexpr (NT == 16) wgmma_m64n128k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
+  else wgmma_m64n192k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
 }
 template <class T, int kTransB, int NT>
 __device__ __forceinline__ void wgmma_rs(float (&d)[NT][4], const std::uint32_t (&a)[4], std::uint64_t desc_b,

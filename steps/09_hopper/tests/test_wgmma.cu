@@ -151,6 +151,7 @@ void check_all(std::uint64_t seed) {
   check_product<T, 128, 64, true, 1>(seed + 9);
   check_product<T, 128, 128, true, 1>(seed + 10);
   check_product<T, 128, 128, false, 1>(seed + 11);
+  check_product<T, 192, 64, false, 0>(seed + 12);  // the scores of a 192-key tile at D = 64
 }
 
 }  // namespace
