@@ -72,9 +72,12 @@ __global__ void __launch_bounds__(128) product_kernel(const T* a, const T* b, fl
     if constexpr (N == 64) {
       if constexpr (kRs) s9::wgmma_m64n64k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
       else s9::wgmma_m64n64k16_ss<T, kTransB>(acc, s9::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
-    } else {
+    } else if constexpr (N == 128) {
       if constexpr (kRs) s9::wgmma_m64n128k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
       else s9::wgmma_m64n128k16_ss<T, kTransB>(acc, s9::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
+    } else {
+      static_assert(N == 192 && !kRs, "n = 192: from shared memory only");
+      s9::wgmma_m64n192k16_ss<T, kTransB>(acc, s9::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
     }
   }
   s9::wgmma_commit();
