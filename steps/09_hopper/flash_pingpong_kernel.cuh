@@ -47,9 +47,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const WsShared<T, C> sh(smem_raw);
 
   const int warpgroup = threadIdx.x / 128;
-  const int tile = a.heavy_first ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const BlockWork work = block_work(a.heavy_first);
+  const int tile = work.tile;
   const int i0 = tile * Br;
-  const int head = static_cast<int>(blockIdx.x);
+  const int head = work.head;
   const step07::KeyTiles kv = step07::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
   if (threadIdx.x == 0) sh.init_barriers();

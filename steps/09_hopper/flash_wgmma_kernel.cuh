@@ -57,6 +57,22 @@ struct TileMaps {
   CUtensorMap q, k, v;
 };
 
+// The block's query tile and head. The grid is (query tiles, heads), so the tiles of one head are
+// neighbours in launch order and the blocks resident at one time share a few heads' K and V in
+// L2. With (heads, tiles), as stage 07 launches, the 132 resident blocks at B·H = 128 (D = 64,
+// N = 4k) read 128 different K/V from HBM. Causal: each head's heaviest tiles first.
+struct BlockWork {
+  int tile, head;
+};
+__device__ __forceinline__ BlockWork block_work(bool heavy_first) {
+#ifdef FA_STEP09_GRID_HEADS_FIRST  // a build flag only for measuring the choice
+  const unsigned tile = heavy_first ? gridDim.y - 1 - blockIdx.y : blockIdx.y, head = blockIdx.x;
+#else
+  const unsigned tile = heavy_first ? gridDim.x - 1 - blockIdx.x : blockIdx.x, head = blockIdx.y;
+#endif
+  return {static_cast<int>(tile), static_cast<int>(head)};
+}
+
 template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_wgmma_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a) {
@@ -72,9 +88,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   std::uint64_t* kv_full = q_full + 1;  // [S]
 
   const int warp = threadIdx.x / 32, group = warp / 4;
-  const int tile = a.heavy_first ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const BlockWork work = block_work(a.heavy_first);
+  const int tile = work.tile;
   const int i0 = tile * Br;
-  const int head = static_cast<int>(blockIdx.x);
+  const int head = work.head;
   const step07::KeyTiles kv = step07::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
   // One thread asks for K_j and V_j into stage j mod S.

@@ -51,7 +51,12 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
   const step07::KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
                                 static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), scale,
                                 scale * static_cast<float>(M_LOG2E), p.causal, p.causal};
-  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr));
+  const auto tiles = static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr);
+#ifdef FA_STEP09_GRID_HEADS_FIRST
+  const dim3 grid(static_cast<unsigned>(heads), tiles);
+#else
+  const dim3 grid(tiles, static_cast<unsigned>(heads));  // a head's tiles together (block_work)
+#endif
   ctx.kernel_begin(name);
   kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, a);
   FA_CUDA_CHECK_LAUNCH();
