@@ -29,12 +29,10 @@ using WsStageConfig = WsConfig<D, 2, 128>;
 // The third and fourth: three stages, because a stage is released one turn later (its P·V is
 // issued with the next tile's S): at D = 128, 224 KiB of the 227 an SM gives a block. At D = 64 a
 // tile of 128 keys is half the products of D = 128 for the same softmax and the same fixed costs
-// per tile (waits, turns); tiles of 192 keys (one m64n192k16 for S) spread those over more work.
-#ifndef FA_STEP09_D64_KEYS  // a build flag only for measuring the choice (128 or 192)
-#define FA_STEP09_D64_KEYS 192
-#endif
+// per tile (waits, turns); tiles of 192 keys (one m64n192k16 for S) spread those over more work:
+// at 16k, 1.01-1.10× the tiles of 128 in one A/B run, at 4k level (chapter 09).
 template <int D>
-using PingPongStageConfig = WsConfig<D, 2, D == 64 ? FA_STEP09_D64_KEYS : 128, 3>;
+using PingPongStageConfig = WsConfig<D, 2, D == 64 ? 192 : 128, 3>;
 
 // One launch of a rung's kernel for the tile shape C (Br query rows, Bc keys, kThreads threads).
 template <class T, class C, auto kernel>
@@ -52,11 +50,7 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
                                 static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), scale,
                                 scale * static_cast<float>(M_LOG2E), p.causal, p.causal};
   const auto tiles = static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr);
-#ifdef FA_STEP09_GRID_HEADS_FIRST
-  const dim3 grid(static_cast<unsigned>(heads), tiles);
-#else
   const dim3 grid(tiles, static_cast<unsigned>(heads));  // a head's tiles together (block_work)
-#endif
   ctx.kernel_begin(name);
   kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, a);
   FA_CUDA_CHECK_LAUNCH();
