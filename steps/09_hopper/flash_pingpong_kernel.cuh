@@ -37,17 +37,33 @@ namespace fa::step09 {
 // Named barriers 1 and 2 (0 is __syncthreads): consumer c's turn is kTurnBarrier + c.
 inline constexpr int kTurnBarrier = 1;
 
-// A consumer warpgroup's work on one query tile: rows [64·c, 64·c + 64) of the block's Br, from
-// Q's arrival to O written. `it0`: the K/V tiles the block consumed before this tile (stages and
-// phases run on); `round`: the query tiles before it (Q's phase). Called once per block by the
-// ping-pong kernel, once per tile by the persistent one.
 template <class T, class C, bool kOverlap>
-__device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const KernelArgs<T>& a, int i0, int head,
-                                             const step07::KeyTiles& kv, int it0, int round) {
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a) {
+  static_assert(C::kConsumers == 2, "ping-pong: two consumer warpgroups take turns");
   constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, S = C::kStages, NT = Bc / 8, DT = D / 8;
   constexpr int kPair = 256;  // the threads of both consumers: each named barrier counts them
-  static_assert(Br == 128, "two consumer warpgroups of 64 rows");
-  const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4;
+  extern __shared__ unsigned char smem_raw[];
+  const WsShared<T, C> sh(smem_raw);
+
+  const int warpgroup = threadIdx.x / 128;
+  const BlockWork work = block_work(a.heavy_first);
+  const int tile = work.tile;
+  const int i0 = tile * Br;
+  const int head = work.head;
+  const step07::KeyTiles kv = step07::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
+
+  if (threadIdx.x == 0) sh.init_barriers();
+  __syncthreads();
+
+  if (warpgroup == 0) {  // the producer: unchanged
+    release_registers<C::kProducerRegisters>();
+    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, head, kv.count);
+    return;
+  }
+
+  take_registers<C::kConsumerRegisters>();
+  const int consumer = warpgroup - 1, warp = threadIdx.x / 32 % 4;
   const auto q_rows =
       static_cast<std::uint32_t>(__cvta_generic_to_shared(sh.q_tile)) + consumer * 64 * 64 * sizeof(T);
   const int warp_row0 = 64 * consumer + 16 * warp;
@@ -78,13 +94,13 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
   // The turns: 0 issues S_0 alone, 1 .. count − 1 issue S_j with P_{j-1}·V_{j-1}, the last
   // P·V alone. Peeled, so that no wgmma sits under a condition (ptxas would serialize them all).
   if (kv.count > 0) {
-    barrier_wait(sh.q_full, static_cast<std::uint32_t>(round & 1));
+    barrier_wait(sh.q_full, 0);
     if (consumer == 1) named_barrier_arrive(their_turn, kPair);  // consumer 0 goes first
 
-    barrier_wait(&sh.k_full[it0 % S], stage_phase<S>(it0));
+    barrier_wait(&sh.k_full[0], 0);
     named_barrier_sync(my_turn, kPair);  // the other warpgroup has issued its turn
     wgmma_fence();
-    issue_scores<T, C>(sc[0], q_rows, sh.k_addr(it0 % S));
+    issue_scores<T, C>(sc[0], q_rows, sh.k_addr(0));
     wgmma_commit();
     named_barrier_arrive(their_turn, kPair);  // the other's turn
     wgmma_wait<0>();
@@ -93,9 +109,9 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
     pack_probabilities<T>(pa, sc[0]);
 
     for (int j = 1; j < kv.count; ++j) {
-      const int s = (it0 + j) % S, s_prev = (it0 + j - 1) % S;
-      barrier_wait(&sh.k_full[s], stage_phase<S>(it0 + j));           // K_j landed
-      barrier_wait(&sh.v_full[s_prev], stage_phase<S>(it0 + j - 1));  // V_{j-1} landed
+      const int s = j % S, s_prev = (j - 1) % S;
+      barrier_wait(&sh.k_full[s], stage_phase<S>(j));           // K_j landed
+      barrier_wait(&sh.v_full[s_prev], stage_phase<S>(j - 1));  // V_{j-1} landed
       named_barrier_sync(my_turn, kPair);
       wgmma_fence();
       issue_scores<T, C>(sc[0], q_rows, sh.k_addr(s));
@@ -106,14 +122,12 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
       if constexpr (kOverlap) wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
       else wgmma_wait<0>();
       softmax(j);
-      values_done(it0 + j - 1);
+      values_done(j - 1);
       step07::rescale(o[0], alpha);
       pack_probabilities<T>(pa, sc[0]);
     }
 
-    // Every S is done: Q's buffer may take the next tile's Q (a persistent block).
-    if (threadIdx.x % 128 == 0) barrier_arrive(sh.q_empty);
-    const int last = it0 + kv.count - 1;
+    const int last = kv.count - 1;
     barrier_wait(&sh.v_full[last % S], stage_phase<S>(last));
     named_barrier_sync(my_turn, kPair);
     wgmma_fence();
@@ -125,71 +139,6 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
 
   step07::write_output(a, o, m, l, a.o + static_cast<std::int64_t>(head) * a.seq_q * D,
                        a.lse + static_cast<std::int64_t>(head) * a.seq_q, i0 + warp_row0);
-}
-
-template <class T, class C, bool kOverlap>
-__global__ void __launch_bounds__(C::kThreads, 1)
-    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a) {
-  static_assert(C::kConsumers == 2, "ping-pong: two consumer warpgroups take turns");
-  extern __shared__ unsigned char smem_raw[];
-  const WsShared<T, C> sh(smem_raw);
-
-  const BlockWork work = block_work(a.heavy_first);
-  const int i0 = work.tile * C::kBr;
-  const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
-
-  if (threadIdx.x == 0) sh.init_barriers();
-  __syncthreads();
-
-  if (threadIdx.x / 128 == 0) {  // the producer: unchanged
-    release_registers<C::kProducerRegisters>();
-    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, work.head, kv.count);
-    return;
-  }
-  take_registers<C::kConsumerRegisters>();
-  consume_tile<T, C, kOverlap>(sh, a, i0, work.head, kv, 0, 0);
-}
-
-// The fifth rung — persistent: one block per SM, each looping over query tiles (work item w =
-// head·tiles + t, w = blockIdx.x, + gridDim.x, ...; each head's heaviest tiles first when causal).
-// The producer runs ahead into the next tile: its Q as soon as both consumers are done with the
-// last S (q_empty), its K/V into the stages as they empty, while the consumers still finish the
-// last P·V and write O. In the grid launch of the rungs before, a block's start (Q and the first
-// K/V in flight, nothing to compute) and end (O written, nothing loading) are exposed.
-template <class T, class C, bool kOverlap>
-__global__ void __launch_bounds__(C::kThreads, 1)
-    flash_persistent_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a, int tiles, int items) {
-  static_assert(C::kConsumers == 2, "ping-pong: two consumer warpgroups take turns");
-  extern __shared__ unsigned char smem_raw[];
-  const WsShared<T, C> sh(smem_raw);
-  const auto first_row = [&](int w) {
-    const int t = w % tiles;
-    return (a.heavy_first ? tiles - 1 - t : t) * C::kBr;
-  };
-
-  if (threadIdx.x == 0) sh.init_barriers();
-  __syncthreads();
-
-  int it = 0, round = 0;  // K/V tiles and query tiles so far; both sides count the same
-  if (threadIdx.x / 128 == 0) {
-    release_registers<C::kProducerRegisters>();
-    if (threadIdx.x != 0) return;
-    for (int w = static_cast<int>(blockIdx.x); w < items; w += static_cast<int>(gridDim.x)) {
-      const int i0 = first_row(w);
-      const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
-      if (kv.count == 0) continue;
-      produce_tiles(sh, maps, i0, w / tiles, kv.count, it, round);
-      it += kv.count, ++round;
-    }
-    return;
-  }
-  take_registers<C::kConsumerRegisters>();
-  for (int w = static_cast<int>(blockIdx.x); w < items; w += static_cast<int>(gridDim.x)) {
-    const int i0 = first_row(w);
-    const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
-    consume_tile<T, C, kOverlap>(sh, a, i0, w / tiles, kv, it, round);
-    if (kv.count > 0) it += kv.count, ++round;
-  }
 }
 
 }  // namespace fa::step09

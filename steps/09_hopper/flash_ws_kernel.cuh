@@ -44,9 +44,9 @@ struct WsConfig {
   using QTile = step07::SwizzledTile<kBr, D>;
   using KVTile = step07::SwizzledTile<kBc, D>;
   static constexpr int kQBytes = QTile::kElements * 2, kKVBytes = KVTile::kElements * 2;
-  // Q, then kStages × (K, V), then the mbarriers (q_full, k_full[S], v_full[S], kv_empty[S],
-  // q_empty); +1024 to align the base.
-  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 8 * (2 + 3 * kStages) + 1024;
+  // Q, then kStages × (K, V), then the mbarriers (q_full, k_full[S], v_full[S], kv_empty[S]);
+  // +1024 to align the base.
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 8 * (1 + 3 * kStages) + 1024;
 };
 
 // The block's shared memory, carved: Q, kStages × (K, V), then the mbarriers.
@@ -58,7 +58,6 @@ struct WsShared {
   std::uint64_t* k_full;   // [S] K_j landed in stage s
   std::uint64_t* v_full;   // [S] V_j landed in stage s
   std::uint64_t* kv_empty; // [S] every consumer is done with stage s
-  std::uint64_t* q_empty;  // every consumer is done with Q (a persistent block's next tile may come)
 
   __device__ explicit WsShared(unsigned char* smem_raw) {
     unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -68,7 +67,6 @@ struct WsShared {
     k_full = q_full + 1;
     v_full = k_full + C::kStages;
     kv_empty = v_full + C::kStages;
-    q_empty = kv_empty + C::kStages;
   }
   __device__ T* k_tile(int s) const { return kv_tiles + (2 * s) * C::KVTile::kElements; }
   __device__ T* v_tile(int s) const { return kv_tiles + (2 * s + 1) * C::KVTile::kElements; }
@@ -83,29 +81,24 @@ struct WsShared {
       barrier_init(&v_full[s], 1);
       barrier_init(&kv_empty[s], C::kConsumers);  // one arrival per consumer warpgroup
     }
-    barrier_init(q_empty, C::kConsumers);
   }
 };
 
 // The producer's one thread: Q once, then K_j and V_j into stage j mod S as soon as it is empty.
-// A persistent block (the last rung) calls it once per query tile: `round` tiles came before,
-// and `it0` K/V tiles, so the stages and the mbarriers' phases run on where the last tile left them.
 template <class T, class C>
 __device__ __forceinline__ void produce_tiles(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head,
-                                              int count, int it0 = 0, int round = 0) {
+                                              int count) {
   constexpr int S = C::kStages;
-  // Q's buffer empty: the consumers released the previous tile's Q (round 0 passes at once).
-  barrier_wait(sh.q_empty, static_cast<std::uint32_t>((round & 1) ^ 1));
   barrier_expect_bytes(sh.q_full, tile_bytes<T, C::kBr, C::D>());
   load_tile_tma<T, C::kBr, C::D>(sh.q_tile, &maps.q, i0, head, sh.q_full);
-  for (int jj = 0; jj < count; ++jj) {
-    const int j = it0 + jj, s = j % S;
+  for (int j = 0; j < count; ++j) {
+    const int s = j % S;
     // Empty: the consumers released the tile j − S that was here (the first S pass at once).
     barrier_wait(&sh.kv_empty[s], static_cast<std::uint32_t>(((j / S) & 1) ^ 1));
     barrier_expect_bytes(&sh.k_full[s], tile_bytes<T, C::kBc, C::D>());
-    load_tile_tma<T, C::kBc, C::D>(sh.k_tile(s), &maps.k, jj * C::kBc, head, &sh.k_full[s]);
+    load_tile_tma<T, C::kBc, C::D>(sh.k_tile(s), &maps.k, j * C::kBc, head, &sh.k_full[s]);
     barrier_expect_bytes(&sh.v_full[s], tile_bytes<T, C::kBc, C::D>());
-    load_tile_tma<T, C::kBc, C::D>(sh.v_tile(s), &maps.v, jj * C::kBc, head, &sh.v_full[s]);
+    load_tile_tma<T, C::kBc, C::D>(sh.v_tile(s), &maps.v, j * C::kBc, head, &sh.v_full[s]);
   }
 }
 

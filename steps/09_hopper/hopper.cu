@@ -8,10 +8,6 @@
 //   build/steps/09_hopper/step09_hopper                   (--help for the flags)
 #include "09_hopper/hopper.cuh"
 
-#include <algorithm>
-#include <climits>
-#include <cstdint>
-
 #include "07_tensor_cores/launch.cuh"
 #include "09_hopper/flash_pingpong_kernel.cuh"
 #include "09_hopper/flash_wgmma_kernel.cuh"
@@ -39,8 +35,7 @@ template <int D>
 using PingPongStageConfig = WsConfig<D, 2, D == 64 ? 192 : 128, 3>;
 
 // One launch of a rung's kernel for the tile shape C (Br query rows, Bc keys, kThreads threads).
-// kPersistent: one block per SM (at most), each looping over the work items (query tiles × heads).
-template <class T, class C, auto kernel, bool kPersistent = false>
+template <class T, class C, auto kernel>
 void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                  DeviceContext& ctx) {
   constexpr int D = C::D;
@@ -55,26 +50,14 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
                                 static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), scale,
                                 scale * static_cast<float>(M_LOG2E), p.causal, p.causal};
   const auto tiles = static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr);
-  if constexpr (kPersistent) {
-    const std::int64_t items = static_cast<std::int64_t>(tiles) * heads;
-    if (items > INT_MAX) throw UsageError("stage 09 persistent: at most 2^31 - 1 query tiles × heads");
-    int device = 0, sms = 0;
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, sms));
-    ctx.kernel_begin(name);
-    kernel<<<blocks, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, a, static_cast<int>(tiles),
-                                                                 static_cast<int>(items));
-  } else {
-    const dim3 grid(tiles, static_cast<unsigned>(heads));  // a head's tiles together (block_work)
-    ctx.kernel_begin(name);
-    kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, a);
-  }
+  const dim3 grid(tiles, static_cast<unsigned>(heads));  // a head's tiles together (block_work)
+  ctx.kernel_begin(name);
+  kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, a);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end(name);
 }
 
-enum class Rung { tma_wgmma, warp_specialized, pingpong, overlap, persistent };
+enum class Rung { tma_wgmma, warp_specialized, pingpong, overlap };
 
 template <class T, int D>
 void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
@@ -90,8 +73,6 @@ void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOu
       return launch_rung<T, PP, flash_pingpong_kernel<T, PP, false>>("pingpong", p, in, out, ctx);
     case Rung::overlap:
       return launch_rung<T, PP, flash_pingpong_kernel<T, PP, true>>("overlap", p, in, out, ctx);
-    case Rung::persistent:
-      return launch_rung<T, PP, flash_persistent_kernel<T, PP, true>, true>("persistent", p, in, out, ctx);
   }
 }
 
@@ -129,11 +110,6 @@ void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, con
 void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx) {
   forward(p, in, out, ctx, Rung::overlap);
-}
-
-void attention_forward_persistent(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                                  DeviceContext& ctx) {
-  forward(p, in, out, ctx, Rung::persistent);
 }
 
 }  // namespace fa::step09

@@ -33,10 +33,6 @@ void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, con
                                 DeviceContext& ctx);
 void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx);
-// persistent: the same kernel's work, one block per SM looping over the query tiles, the next
-// tile's copies under this one's last products and epilogue.
-void attention_forward_persistent(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                                  DeviceContext& ctx);
 
 // Empty on a GPU of compute capability 9.0 (sm_90a code runs there only), else the one line of why.
 inline std::string hopper_skip_reason() {

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step09::kSupports;
-  spec.variants = {"tma_wgmma", "warp_specialized", "pingpong", "overlap", "persistent"};
+  spec.variants = {"tma_wgmma", "warp_specialized", "pingpong", "overlap"};
   spec.notes =
       "kernels: two warpgroups of 64 query rows (Br = 128), K/V tiles of 128 keys by TMA, two stages,\n"
       "wgmma for S = Q·Kᵀ (both from shared memory) and O += P·V (P from registers); D = 64, 128.\n"
@@ -34,7 +34,6 @@ int main(int argc, char** argv) {
       "pingpong: the consumers take turns on the tensor cores (named barriers), three stages, key\n"
       "tiles of 192 at D = 64;\n"
       "overlap: and each one's softmax of tile j runs under its own P·V of tile j − 1.\n"
-      "persistent: overlap's kernel with one block per SM looping over the query tiles.\n"
       "memory beyond Q, K, V, O, LSE: none (measured).\n"
       "grid: (query tiles, heads), a head's tiles resident together (its K/V shared in L2).\n"
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond (docs/tolerance.md);\n"
@@ -49,13 +48,12 @@ int main(int argc, char** argv) {
   fa::StageDefinition def;
   def.id = "09";
   // The rungs: tma_wgmma (every warp moves and computes), warp_specialized (a producer warpgroup),
-  // pingpong (the consumers take turns), overlap (softmax under the warpgroup's own P·V), persistent.
+  // pingpong (the consumers take turns), overlap (softmax under the warpgroup's own P·V).
   def.variants.push_back(fa::gpu_variant("09", "tma_wgmma", /*ours=*/true, fa::step09::attention_forward));
   def.variants.push_back(
       fa::gpu_variant("09", "warp_specialized", /*ours=*/true, fa::step09::attention_forward_warp_specialized));
   def.variants.push_back(fa::gpu_variant("09", "pingpong", /*ours=*/true, fa::step09::attention_forward_pingpong));
   def.variants.push_back(fa::gpu_variant("09", "overlap", /*ours=*/true, fa::step09::attention_forward_overlap));
-  def.variants.push_back(fa::gpu_variant("09", "persistent", /*ours=*/true, fa::step09::attention_forward_persistent));
   // The previous stage beside it, same dtype: the chart's comparison and the second opinion.
   def.variants.push_back(fa::gpu_variant("07", "flash", /*ours=*/false, fa::step07::attention_forward));
   def.verify.previous = fa::PreviousStage{"07 flash", fa::gpu_forward(fa::step07::attention_forward)};

@@ -1,11 +1,10 @@
-// Stage 09's rungs (tma_wgmma .. persistent) against float64 with the tolerance 16-bit rounding allows (docs/tolerance.md), at the
+// Stage 09's rungs (tma_wgmma, warp_specialized) against float64 with the tolerance 16-bit rounding allows (docs/tolerance.md), at the
 // awkward shapes (tails of the 128-row Q tiles and 128-key K/V tiles, Nq != Nk both ways, causal
 // with whole tiles that see no key), fp16 and bf16, D = 64 and 128; against stage 07 on every row;
 // large logits. Needs compute capability 9.0 exactly (exit 77 elsewhere).
 #include <doctest/doctest.h>
 
 #include <string>
-#include <tuple>
 
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "09_hopper/hopper.cuh"
@@ -31,8 +30,7 @@ struct Rung {
 const Rung kRungs[] = {{"09 tma_wgmma", fa::step09::attention_forward},
                        {"09 warp_specialized", fa::step09::attention_forward_warp_specialized},
                        {"09 pingpong", fa::step09::attention_forward_pingpong},
-                       {"09 overlap", fa::step09::attention_forward_overlap},
-                       {"09 persistent", fa::step09::attention_forward_persistent}};
+                       {"09 overlap", fa::step09::attention_forward_overlap}};
 
 void check_case(const fa::Problem& p, std::uint64_t seed, fa::InputKind kind = fa::InputKind::normal) {
   INFO(p.describe() << " " << fa::to_string(p.dtype));
@@ -56,24 +54,6 @@ TEST_CASE("stage 09 against float64: N = 1, tails, Nq != Nk both ways, causal, D
   for (const fa::DType t : kDtypes)
     for (const auto& s : shapes)
       for (const bool causal : {false, true}) check_case(with_dtype(problem(s.nq, s.nk, s.d, causal), t), ++seed);
-}
-
-TEST_CASE("stage 09 persistent: more query tiles than SMs, so each block takes several in turn") {
-  fa::step09::exit_skipped_unless_hopper();
-  // B·H = 2·75 heads × 3 query tiles = 450 work items on at most 132 blocks: every block runs 3 or
-  // 4 tiles, its stages and mbarrier phases running on from one to the next; causal with Nq > Nk
-  // adds tiles that see no key (skipped by the producer, written as zeros by the consumers).
-  std::uint64_t seed = 9300;
-  for (const fa::DType t : kDtypes)
-    for (const std::int64_t d : {64, 128})
-      for (const auto& [nq, nk, causal] : {std::tuple{300, 517, false}, std::tuple{300, 129, true}}) {
-        const fa::Problem p = with_dtype(problem(nq, nk, d, causal, 2, 75), t);
-        INFO(p.describe() << " " << fa::to_string(t));
-        const fa::AttentionData in = fa::make_inputs(p, ++seed);
-        const fa::GpuRun r = fa::run_once(p, in, fa::step09::attention_forward_persistent);
-        fa::testing::check_verified(p, in, r.out, "09 persistent");
-        if (p.causal) fa::testing::check_empty_rows(p, r.out);
-      }
 }
 
 TEST_CASE("stage 09: large logits (scores of 50 to 200)") {
