@@ -9,13 +9,17 @@
 //     O += P_{j-1}·V_{j-1} together, then does the softmax of S_j. There are count + 1 turns: the
 //     first has no P·V, the last no S (both peeled out of the loop).
 //   - ping-pong: the turns of the two consumers alternate on two named barriers (bar.sync /
-//     bar.arrive, warp_roles.cuh): consumer c waits on barrier kTurn + c before issuing, and
+//     bar.arrive, warp_roles.cuh): consumer c waits on barrier kTurnBarrier + c before issuing, and
 //     arrives on the other's barrier after. While one warpgroup's wgmma run, the other does its
 //     exponentials: the tensor cores and the multi-function units (exp2) work at the same time,
 //     where in the second rung both warpgroups tended to reach the softmax together.
 //   - kOverlap: S_j is committed before P_{j-1}·V_{j-1}, so `wgmma_wait<1>` returns when S_j is
 //     done and the softmax starts while P·V still runs; O is rescaled and P_j packed only after
 //     `wgmma_wait<0>` (P·V writes O and reads the P registers until then).
+//   - three K/V stages (a stage is released a turn later); key tiles of 192 at D = 64 (hopper.cu).
+//
+// Limit, measured: in the SASS of kOverlap ptxas moves the wait for P·V above the exponentials,
+// so the overlap happens less than the source says (overlap measured 1.00-1.01× pingpong).
 //
 //   consumer 0:  [PV₋ S₀]  softmax₀ ·········· [PV₀ S₁]  softmax₁ ·········· [PV₁ S₂] ...
 //   consumer 1:  ········· [PV₋ S₀]  softmax₀  ·········· [PV₀ S₁]  softmax₁ ·········· ...

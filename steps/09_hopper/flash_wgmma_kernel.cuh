@@ -13,7 +13,9 @@
 //     stages deep); the others wait on the stage's mbarrier, not on cp.async groups;
 //   - rows and keys past the end come in as zeros from the TMA (no clamped copies); the masks,
 //     the online softmax (fragment_softmax.cuh), the causal bounds and the epilogue are stage 07's,
-//     on the same accumulator layout.
+//     on the same accumulator layout;
+//   - the grid is (query tiles, heads): a head's tiles run together and share its K/V in L2
+//     (block_work, below; every rung of the stage uses it).
 //
 //   block: kGroups warpgroups, Br = 64·kGroups query rows; warpgroup w owns rows [64w, 64w + 64)
 //   per K/V tile j of Bc keys (stage s = j mod 2):

@@ -16,6 +16,9 @@
 //   producer (1 thread):  Q ─► q_full;  for j: wait kv_empty[s] ─► K_j ─► k_full[s], V_j ─► v_full[s]
 //   consumer warpgroup:   wait q_full; for j: wait k_full[s]; S = Q·K_jᵀ; softmax; wait v_full[s];
 //                         O += P·V_j; arrive kv_empty[s]
+//
+// The kernel's parts are functions (WsShared, produce_tiles, issue_scores, issue_values,
+// pack_probabilities) because the next two rungs (flash_pingpong_kernel.cuh) reuse them unchanged.
 #pragma once
 
 #include <cuda_runtime.h>

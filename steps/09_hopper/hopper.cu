@@ -1,7 +1,11 @@
-// Stage 09 — the host side: the tile shape of each head dim, the tensor maps, the launch.
+// Stage 09 — the host side: the tile shape of each rung, the tensor maps, the launch.
 //
 // What changed from stage 07 (steps/07_tensor_cores/tensor_cores.cu): three tensor maps (Q, K, V)
-// built on the host for every launch and passed by value to the kernel; the build is for sm_90a.
+// built on the host for every launch and passed by value to the kernel; the build is for sm_90a;
+// the grid is (query tiles, heads), not (heads, query tiles), so that the blocks resident together
+// share a head's K/V in L2 (block_work in flash_wgmma_kernel.cuh); four rungs, each its own
+// kernel and tile shape (tma_wgmma, warp_specialized, pingpong, overlap: chapter 09's ladder).
+// Limits: D = 64 and 128 only, Hkv = Hq, B·H ≤ 65535.
 //
 // Build and run (verifies against float64 and stage 07 on the same inputs):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step09_hopper

@@ -27,15 +27,16 @@ int main(int argc, char** argv) {
   spec.supports = fa::step09::kSupports;
   spec.variants = {"tma_wgmma", "warp_specialized", "pingpong", "overlap"};
   spec.notes =
-      "kernels: two warpgroups of 64 query rows (Br = 128), K/V tiles of 128 keys by TMA, two stages,\n"
+      "kernels: two warpgroups of 64 query rows (Br = 128), K/V tiles of 128 keys by TMA, two stages\n"
+      "(pingpong and overlap: see below),\n"
       "wgmma for S = Q·Kᵀ (both from shared memory) and O += P·V (P from registers); D = 64, 128.\n"
       "tma_wgmma: every warp computes, one thread issues the copies; warp_specialized: a producer\n"
       "warpgroup (setmaxnreg 40) issues them, the two consumers (232) compute, mbarriers between;\n"
       "pingpong: the consumers take turns on the tensor cores (named barriers), three stages, key\n"
       "tiles of 192 at D = 64;\n"
       "overlap: and each one's softmax of tile j runs under its own P·V of tile j − 1.\n"
-      "memory beyond Q, K, V, O, LSE: none (measured).\n"
       "grid: (query tiles, heads), a head's tiles resident together (its K/V shared in L2).\n"
+      "memory beyond Q, K, V, O, LSE: none (measured).\n"
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond (docs/tolerance.md);\n"
       "stage 07 on the same inputs on every row.\n"
       "--paper-shapes: B = 16384 / N and H = 2048 / D (the FlashAttention papers' sweep).";

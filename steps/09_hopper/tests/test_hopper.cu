@@ -1,7 +1,8 @@
-// Stage 09's rungs (tma_wgmma, warp_specialized) against float64 with the tolerance 16-bit rounding allows (docs/tolerance.md), at the
-// awkward shapes (tails of the 128-row Q tiles and 128-key K/V tiles, Nq != Nk both ways, causal
-// with whole tiles that see no key), fp16 and bf16, D = 64 and 128; against stage 07 on every row;
-// large logits. Needs compute capability 9.0 exactly (exit 77 elsewhere).
+// Stage 09's four rungs against float64 with the tolerance 16-bit rounding allows
+// (docs/tolerance.md), at the awkward shapes (tails of the 128-row Q tiles and of the 128- and
+// 192-key K/V tiles, Nq != Nk both ways, causal with whole tiles that see no key), fp16 and bf16,
+// D = 64 and 128; against stage 07 on every row; large logits. Needs compute capability 9.0
+// exactly (exit 77 elsewhere).
 #include <doctest/doctest.h>
 
 #include <string>
