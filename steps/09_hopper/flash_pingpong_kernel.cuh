@@ -1,5 +1,5 @@
 // Stage 09's third and fourth rungs — FlashAttention-3's two schedules on top of warp
-// specialization: the two consumer warpgroups take turns on the tensor cores (ping-pong), and,
+// specialization: the consumer warpgroups take turns on the tensor cores (ping-pong), and,
 // with kOverlap, a warpgroup's softmax of tile j runs while its own product with V_{j-1} is still
 // in flight (intra-warpgroup overlap).
 //
@@ -8,15 +8,17 @@
 //   - the order of the products: a warpgroup's turn j issues S_j = Q·K_jᵀ and
 //     O += P_{j-1}·V_{j-1} together, then does the softmax of S_j. There are count + 1 turns: the
 //     first has no P·V, the last no S (both peeled out of the loop).
-//   - ping-pong: the turns of the two consumers alternate on two named barriers (bar.sync /
-//     bar.arrive, warp_roles.cuh): consumer c waits on barrier kTurnBarrier + c before issuing, and
-//     arrives on the other's barrier after. While one warpgroup's wgmma run, the other does its
+//   - ping-pong: the turns of the consumers alternate on named barriers (bar.sync / bar.arrive,
+//     warp_roles.cuh): consumer c waits on barrier kTurnBarrier + c before issuing, and arrives on
+//     the next one's barrier after. While one warpgroup's wgmma run, the other does its
 //     exponentials: the tensor cores and the multi-function units (exp2) work at the same time,
 //     where in the second rung both warpgroups tended to reach the softmax together.
 //   - kOverlap: S_j is committed before P_{j-1}·V_{j-1}, so `wgmma_wait<1>` returns when S_j is
 //     done and the softmax starts while P·V still runs; O is rescaled and P_j packed only after
 //     `wgmma_wait<0>` (P·V writes O and reads the P registers until then).
-//   - three K/V stages (a stage is released a turn later); key tiles of 192 at D = 64 (hopper.cu).
+//   - three K/V stages (a stage is released a turn later); at D = 64 three consumer warpgroups,
+//     whose turns go round (0, 1, 2, 0, ..: barrier c waits, c + 1 is told), so that two of them
+//     can be in their softmax while the third is on the tensor cores (hopper.cu).
 //
 // Limit, measured: in the SASS of kOverlap ptxas moves the wait for P·V above the exponentials,
 // so the overlap happens less than the source says (overlap measured 1.00-1.01× pingpong).
@@ -38,15 +40,16 @@
 
 namespace fa::step09 {
 
-// Named barriers 1 and 2 (0 is __syncthreads): consumer c's turn is kTurnBarrier + c.
+// Named barriers 1 .. K for K consumers (0 is __syncthreads): consumer c's turn is kTurnBarrier + c.
 inline constexpr int kTurnBarrier = 1;
 
 template <class T, class C, bool kOverlap>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a) {
-  static_assert(C::kConsumers == 2, "ping-pong: two consumer warpgroups take turns");
+  static_assert(C::kConsumers >= 2, "ping-pong: the consumer warpgroups take turns");
   constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, S = C::kStages, NT = Bc / 8, DT = D / 8;
-  constexpr int kPair = 256;  // the threads of both consumers: each named barrier counts them
+  constexpr int K = C::kConsumers, kLast = K - 1;
+  constexpr int kPair = 256;  // a named barrier joins two consumers: the one whose turn it is, the one before
   extern __shared__ unsigned char smem_raw[];
   const WsShared<T, C> sh(smem_raw);
 
@@ -71,7 +74,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const auto q_rows =
       static_cast<std::uint32_t>(__cvta_generic_to_shared(sh.q_tile)) + consumer * 64 * 64 * sizeof(T);
   const int warp_row0 = 64 * consumer + 16 * warp;
-  const int my_turn = kTurnBarrier + consumer, their_turn = kTurnBarrier + (1 - consumer);
+  // The turns go 0, 1, .., K − 1, 0, 1, ..: consumer c waits on its own barrier, then passes the
+  // turn on to c + 1 (with two consumers, to each other).
+  const int my_turn = kTurnBarrier + consumer, their_turn = kTurnBarrier + (consumer + 1) % K;
 
   float o[1][DT][4] = {};
   float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {};
@@ -99,7 +104,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // P·V alone. Peeled, so that no wgmma sits under a condition (ptxas would serialize them all).
   if (kv.count > 0) {
     barrier_wait(sh.q_full, 0);
-    if (consumer == 1) named_barrier_arrive(their_turn, kPair);  // consumer 0 goes first
+    if (consumer == kLast) named_barrier_arrive(their_turn, kPair);  // consumer 0 goes first
 
     barrier_wait(&sh.k_full[0], 0);
     named_barrier_sync(my_turn, kPair);  // the other warpgroup has issued its turn
@@ -137,7 +142,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_fence();
     issue_values<T, C>(o[0], pa, sh.v_addr(last % S));
     wgmma_commit();
-    if (consumer == 0) named_barrier_arrive(their_turn, kPair);  // consumer 1's last turn has no one after it
+    if (consumer != kLast) named_barrier_arrive(their_turn, kPair);  // the very last turn passes on to no one
     values_done(last);
   }
 

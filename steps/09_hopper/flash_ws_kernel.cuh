@@ -41,8 +41,10 @@ template <int D_, int kConsumers_, int kBc_, int kStages_ = 2>
 struct WsConfig {
   static constexpr int D = D_, kConsumers = kConsumers_, kBc = kBc_, kStages = kStages_;
   static constexpr int kThreads = 128 * (1 + kConsumers), kBr = 64 * kConsumers;
-  // Registers a thread after setmaxnreg: 128·(40 + 232·2) = 64512 of the SM's 65536 at two consumers.
-  static constexpr int kProducerRegisters = 40, kConsumerRegisters = kConsumers == 2 ? 232 : 160;
+  // Registers a thread after setmaxnreg: 128·(40 + 232·2) = 64512 of the SM's 65536 at two
+  // consumers, 128·(24 + 160·3) = 64512 at three.
+  static constexpr int kProducerRegisters = kConsumers == 2 ? 40 : 24;
+  static constexpr int kConsumerRegisters = kConsumers == 2 ? 232 : 160;
   static_assert(128 * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536, "the registers must add up");
   using QTile = step07::SwizzledTile<kBr, D>;
   using KVTile = step07::SwizzledTile<kBc, D>;

@@ -5,7 +5,7 @@
 // the grid is (query tiles, heads), not (heads, query tiles), so that the blocks resident together
 // share a head's K/V in L2 (block_work in flash_wgmma_kernel.cuh); four rungs, each its own
 // kernel and tile shape (tma_wgmma, warp_specialized, pingpong, overlap: chapter 09's ladder).
-// Limits: D = 64 and 128 only, Hkv = Hq, B·H ≤ 65535.
+// Limits: D = 64, 128 and 256 (256 correct, not tuned), Hkv = Hq, B·H ≤ 65535.
 //
 // Build and run (verifies against float64 and stage 07 on the same inputs):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step09_hopper
@@ -22,21 +22,28 @@ namespace fa::step09 {
 namespace {
 
 // Two warpgroups of 64 query rows (Br = 128), K/V tiles of 128 keys, two stages: at D = 128 that
-// is 160 KiB of shared memory and one block per SM. Not tuned yet.
+// is 160 KiB of shared memory and one block per SM. Not tuned yet. D = 256 (correct, not tuned):
+// K/V tiles of 64 keys in every rung, since one 256-wide tile of 128 keys is 64 KiB and Q is
+// 64 KiB already; two stages make 192 KiB.
 template <int D>
-using StageConfig = WgmmaConfig<D, 2, 128>;
+inline constexpr int kKeyTile = D == 256 ? 64 : 128;
+template <int D>
+using StageConfig = WgmmaConfig<D, 2, kKeyTile<D>>;
 
 // The second rung: the same tiles, one producer warpgroup more (384 threads).
 template <int D>
-using WsStageConfig = WsConfig<D, 2, 128>;
+using WsStageConfig = WsConfig<D, 2, kKeyTile<D>>;
 
 // The third and fourth: three stages, because a stage is released one turn later (its P·V is
-// issued with the next tile's S): at D = 128, 224 KiB of the 227 an SM gives a block. At D = 64 a
-// tile of 128 keys is half the products of D = 128 for the same softmax and the same fixed costs
-// per tile (waits, turns); tiles of 192 keys (one m64n192k16 for S) spread those over more work:
-// at 16k, 1.01-1.10× the tiles of 128 in one A/B run, at 4k level (chapter 09).
+// issued with the next tile's S): at D = 128, 224 KiB of the 227 an SM gives a block. At D = 64
+// the softmax is a larger share of each tile's work than at D = 128 (the same exponentials, half
+// the products), so three consumer warpgroups take turns (Br = 192, 160 registers each, keys in
+// tiles of 128): while one is on the tensor cores, two can be in their softmax. One A/B run of two
+// builds against two consumers with 192-key tiles: 1.12-1.15× without the mask, 1.05-1.08× causal
+// at 4k and 16k (chapter 09). D = 256: two stages (three would be 256 KiB); the turns still
+// alternate, each waits a little longer for its stage.
 template <int D>
-using PingPongStageConfig = WsConfig<D, 2, D == 64 ? 192 : 128, 3>;
+using PingPongStageConfig = WsConfig<D, D == 64 ? 3 : 2, kKeyTile<D>, D == 256 ? 2 : 3>;
 
 // One launch of a rung's kernel for the tile shape C (Br query rows, Bc keys, kThreads threads).
 template <class T, class C, auto kernel>
@@ -89,9 +96,12 @@ void forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs
   if (p.dim == 64) {
     if (half) launch_stage<__half, 64>(p, in, out, ctx, rung);
     else launch_stage<__nv_bfloat16, 64>(p, in, out, ctx, rung);
-  } else {
+  } else if (p.dim == 128) {
     if (half) launch_stage<__half, 128>(p, in, out, ctx, rung);
     else launch_stage<__nv_bfloat16, 128>(p, in, out, ctx, rung);
+  } else {
+    if (half) launch_stage<__half, 256>(p, in, out, ctx, rung);
+    else launch_stage<__nv_bfloat16, 256>(p, in, out, ctx, rung);
   }
 }
 

@@ -1,6 +1,6 @@
-// Stage 09 — the forward on Hopper's instructions: TMA for the tiles, wgmma for both products
-// (flash_wgmma_kernel.cuh; docs/09_hopper.md). Work in progress: the first rung, without warp
-// specialization.
+// Stage 09 — the forward on Hopper's instructions: TMA for the tiles, wgmma for both products,
+// warp specialization and FlashAttention-3's two schedules, one rung each (hopper.cu;
+// docs/09_hopper.md).
 #pragma once
 
 #include <cstdio>
@@ -14,8 +14,9 @@
 
 namespace fa::step09 {
 
-// fp16 or bf16 inputs and output (float32 accumulators, float32 LSE), D = 64 and 128.
-inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128}};
+// fp16 or bf16 inputs and output (float32 accumulators, float32 LSE), D = 64 and 128 (tuned) and
+// 256 (correct; tiles not tuned).
+inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128, 256}};
 
 // The stage's forward (fa::DeviceForward): device views of contiguous [B,H,N,D] tensors of
 // p.dtype, 16-byte aligned; O and LSE written, nothing allocated. Causal: the bottom-right mask,

@@ -116,6 +116,7 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
 
 // The accumulator operands: every float of d[N / 8][4] is a register operand of the instruction,
 // %0 .. %(N / 2 − 1) in the instruction's text, "+f" (read and written) in the operand list.
+#define FA_WGMMA_OUT4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 #define FA_WGMMA_D_N64 \
       "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
@@ -124,68 +125,36 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
       "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
       "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-#define FA_WGMMA_D_N192 \
+#define FA_WGMMA_D_N256 \
       "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
       "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
       "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63," \
       "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79," \
-      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95," \
+      "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111," \
+      "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
 #define FA_WGMMA_OUT_N64 \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
-    "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-    "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
-    "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-    "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+    FA_WGMMA_OUT4(0), FA_WGMMA_OUT4(1), FA_WGMMA_OUT4(2), FA_WGMMA_OUT4(3), \
+    FA_WGMMA_OUT4(4), FA_WGMMA_OUT4(5), FA_WGMMA_OUT4(6), FA_WGMMA_OUT4(7)
 #define FA_WGMMA_OUT_N128 \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
-    "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-    "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
-    "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-    "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
-    "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), \
-    "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
-    "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), \
-    "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
-    "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), \
-    "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
-    "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
-    "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
-#define FA_WGMMA_OUT_N192 \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
-    "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-    "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
-    "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-    "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
-    "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), \
-    "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
-    "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), \
-    "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
-    "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), \
-    "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
-    "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
-    "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), \
-    "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), \
-    "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), \
-    "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), \
-    "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), \
-    "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), \
-    "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), \
-    "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), \
-    "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3])
+    FA_WGMMA_OUT4(0), FA_WGMMA_OUT4(1), FA_WGMMA_OUT4(2), FA_WGMMA_OUT4(3), \
+    FA_WGMMA_OUT4(4), FA_WGMMA_OUT4(5), FA_WGMMA_OUT4(6), FA_WGMMA_OUT4(7), \
+    FA_WGMMA_OUT4(8), FA_WGMMA_OUT4(9), FA_WGMMA_OUT4(10), FA_WGMMA_OUT4(11), \
+    FA_WGMMA_OUT4(12), FA_WGMMA_OUT4(13), FA_WGMMA_OUT4(14), FA_WGMMA_OUT4(15)
+#define FA_WGMMA_OUT_N256 \
+    FA_WGMMA_OUT4(0), FA_WGMMA_OUT4(1), FA_WGMMA_OUT4(2), FA_WGMMA_OUT4(3), \
+    FA_WGMMA_OUT4(4), FA_WGMMA_OUT4(5), FA_WGMMA_OUT4(6), FA_WGMMA_OUT4(7), \
+    FA_WGMMA_OUT4(8), FA_WGMMA_OUT4(9), FA_WGMMA_OUT4(10), FA_WGMMA_OUT4(11), \
+    FA_WGMMA_OUT4(12), FA_WGMMA_OUT4(13), FA_WGMMA_OUT4(14), FA_WGMMA_OUT4(15), \
+    FA_WGMMA_OUT4(16), FA_WGMMA_OUT4(17), FA_WGMMA_OUT4(18), FA_WGMMA_OUT4(19), \
+    FA_WGMMA_OUT4(20), FA_WGMMA_OUT4(21), FA_WGMMA_OUT4(22), FA_WGMMA_OUT4(23), \
+    FA_WGMMA_OUT4(24), FA_WGMMA_OUT4(25), FA_WGMMA_OUT4(26), FA_WGMMA_OUT4(27), \
+    FA_WGMMA_OUT4(28), FA_WGMMA_OUT4(29), FA_WGMMA_OUT4(30), FA_WGMMA_OUT4(31)
 
-// One instruction: AB is "bf16" or "f16", N 64 or 128; the operands after the accumulators are A
-// (a descriptor, or four registers), B's descriptor, scale_d (into the predicate p) and the
-// transpose flag of B.
+// One instruction: AB is "bf16" or "f16", N 64, 128 or 256; the operands after the
+// accumulators are A (a descriptor, or four registers), B's descriptor, scale_d (into the
+// predicate p) and the transpose flag of B.
 #define FA_WGMMA_M64N64_SS(AB) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " {" FA_WGMMA_D_N64 \
@@ -202,16 +171,17 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " {" FA_WGMMA_D_N128 \
                "}, %64, %65, p, 1, 1, 0, %67;\n}\n" \
                : FA_WGMMA_OUT_N128 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB))
-#define FA_WGMMA_M64N192_SS(AB) \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
-               "wgmma.mma_async.sync.aligned.m64n192k16.f32." AB "." AB " {" FA_WGMMA_D_N192 \
-               "}, %96, %97, p, 1, 1, 0, %99;\n}\n" \
-               : FA_WGMMA_OUT_N192 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB))
 #define FA_WGMMA_M64N128_RS(AB) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " {" FA_WGMMA_D_N128 \
                "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n" \
                : FA_WGMMA_OUT_N128 \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB))
+#define FA_WGMMA_M64N256_RS(AB) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n" \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." AB "." AB " {" FA_WGMMA_D_N256 \
+               "}, {%128, %129, %130, %131}, %132, p, 1, 1, %134;\n}\n" \
+               : FA_WGMMA_OUT_N256 \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB))
 
 // D (64 × N) = A·B + (scale_d ? D : 0), one k-step of 16. _ss: A from shared memory (desc_a,
@@ -262,22 +232,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], std::uint
 #endif
 }
 
-// N = 192: the scores of a key tile of 192 (D = 64); from shared memory only.
-template <class T, int kTransB>
-__device__ __forceinline__ void wgmma_m64n192k16_ss(float (&d)[24][4], std::uint64_t desc_a, std::uint64_t desc_b,
-                                                    int scale_d) {
-  check_operand_type<T>();
-#if FA_HAVE_WGMMA
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    FA_WGMMA_M64N192_SS("bf16");
-  } else {
-    FA_WGMMA_M64N192_SS("f16");
-  }
-#else
-  no_wgmma(d);
-#endif
-}
-
 template <class T, int kTransB>
 __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const std::uint32_t (&a)[4],
                                                     std::uint64_t desc_b,
@@ -293,32 +247,49 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const std
   no_wgmma(d);
 #endif
 }
+// N = 256: O += P·V at D = 256; A from registers only.
+template <class T, int kTransB>
+__device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[32][4], const std::uint32_t (&a)[4],
+                                                    std::uint64_t desc_b, int scale_d) {
+  check_operand_type<T>();
+#if FA_HAVE_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    FA_WGMMA_M64N256_RS("bf16");
+  } else {
+    FA_WGMMA_M64N256_RS("f16");
+  }
+#else
+  no_wgmma(d);
+#endif
+}
 #undef FA_WGMMA_M64N64_SS
 #undef FA_WGMMA_M64N64_RS
 #undef FA_WGMMA_M64N128_SS
 #undef FA_WGMMA_M64N128_RS
-#undef FA_WGMMA_M64N192_SS
+#undef FA_WGMMA_M64N256_RS
+#undef FA_WGMMA_OUT4
 #undef FA_WGMMA_D_N64
 #undef FA_WGMMA_D_N128
-#undef FA_WGMMA_D_N192
+#undef FA_WGMMA_D_N256
 #undef FA_WGMMA_OUT_N64
 #undef FA_WGMMA_OUT_N128
-#undef FA_WGMMA_OUT_N192
+#undef FA_WGMMA_OUT_N256
 
-// The product for the accumulator's width: N = 8·NT (64, 128, or 192 from shared memory).
+// The product for the accumulator's width: N = 8·NT (64 or 128 from shared memory; 64, 128 or 256
+// with A from registers).
 template <class T, int kTransB, int NT>
 __device__ __forceinline__ void wgmma_ss(float (&d)[NT][4], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d) {
-  static_assert(NT == 8 || NT == 16 || NT == 24, "wgmma_ss: N = 64, 128 or 192");
+  static_assert(NT == 8 || NT == 16, "wgmma_ss: N = 64 or 128");
   if constexpr (NT == 8) wgmma_m64n64k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
-  else if constexpr (NT == 16) wgmma_m64n128k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
-  else wgmma_m64n192k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
+  else wgmma_m64n128k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
 }
 template <class T, int kTransB, int NT>
 __device__ __forceinline__ void wgmma_rs(float (&d)[NT][4], const std::uint32_t (&a)[4], std::uint64_t desc_b,
                                          int scale_d) {
-  static_assert(NT == 8 || NT == 16, "wgmma_rs: N = 64 or 128");
+  static_assert(NT == 8 || NT == 16 || NT == 32, "wgmma_rs: N = 64, 128 or 256");
   if constexpr (NT == 8) wgmma_m64n64k16_rs<T, kTransB>(d, a, desc_b, scale_d);
-  else wgmma_m64n128k16_rs<T, kTransB>(d, a, desc_b, scale_d);
+  else if constexpr (NT == 16) wgmma_m64n128k16_rs<T, kTransB>(d, a, desc_b, scale_d);
+  else wgmma_m64n256k16_rs<T, kTransB>(d, a, desc_b, scale_d);
 }
 
 }  // namespace fa::step09

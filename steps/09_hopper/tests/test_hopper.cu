@@ -1,8 +1,8 @@
 // Stage 09's four rungs against float64 with the tolerance 16-bit rounding allows
-// (docs/tolerance.md), at the awkward shapes (tails of the 128-row Q tiles and of the 128- and
-// 192-key K/V tiles, Nq != Nk both ways, causal with whole tiles that see no key), fp16 and bf16,
-// D = 64 and 128; against stage 07 on every row; large logits. Needs compute capability 9.0
-// exactly (exit 77 elsewhere).
+// (docs/tolerance.md), at the awkward shapes (tails of the 128- and 192-row Q tiles and of the 64-
+// and 128-key K/V tiles, Nq != Nk both ways, causal with whole tiles that see no key), fp16 and bf16,
+// D = 64, 128 and 256 (64-key tiles); against stage 07 on every row; large logits. Needs compute
+// capability 9.0 exactly (exit 77 elsewhere).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -57,6 +57,16 @@ TEST_CASE("stage 09 against float64: N = 1, tails, Nq != Nk both ways, causal, D
       for (const bool causal : {false, true}) check_case(with_dtype(problem(s.nq, s.nk, s.d, causal), t), ++seed);
 }
 
+TEST_CASE("stage 09 at D = 256: tails of the 64-key tiles, Nq != Nk both ways, causal, fp16 and bf16") {
+  fa::step09::exit_skipped_unless_hopper();
+  const fa::testing::Shape shapes[] = {{1, 1, 256}, {130, 65, 256}, {65, 300, 256}, {256, 256, 256}};
+  std::uint64_t seed = 9050;
+  for (const fa::DType t : kDtypes)
+    for (const auto& s : shapes)
+      for (const bool causal : {false, true}) check_case(with_dtype(problem(s.nq, s.nk, s.d, causal), t), ++seed);
+  check_case(with_dtype(problem(200, 333, 256, true), fa::DType::bfloat16), ++seed, fa::InputKind::large_logits);
+}
+
 TEST_CASE("stage 09: large logits (scores of 50 to 200)") {
   fa::step09::exit_skipped_unless_hopper();
   std::uint64_t seed = 9100;
@@ -70,7 +80,7 @@ TEST_CASE("stage 09 against stage 07 (mma.sync, the same inputs) on every row") 
   fa::step09::exit_skipped_unless_hopper();
   std::uint64_t seed = 9200;
   for (const fa::DType t : kDtypes)
-    for (const std::int64_t d : {64, 128})
+    for (const std::int64_t d : {64, 128, 256})
       for (const bool causal : {false, true}) {
         const fa::Problem p = with_dtype(problem(300, 517, d, causal), t);
         INFO(p.describe() << " " << fa::to_string(t));

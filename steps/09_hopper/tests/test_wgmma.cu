@@ -1,10 +1,10 @@
 // Stage 09's wgmma wrappers (wgmma.cuh) against float64: one warpgroup multiplies a 64 × K tile A by
 // B (N × K stored K-major, or K × N stored MN-major) from 128-byte swizzled shared-memory tiles, with
-// A from shared memory (_ss) or from registers (_rs, loaded by ldmatrix), N = 64 and 128, K = 64
-// and 128, fp16 and bf16. The accumulators start as NaN and the first k-step ignores them
-// (scale_d = 0), so a descriptor, a layout or a scale that is wrong fails, and so does an output
-// element that nobody writes (the output is NaN-poisoned). Needs compute capability 9.0 exactly
-// (sm_90a code runs on no other GPU): elsewhere it prints why and exits 77.
+// A from shared memory (_ss) or from registers (_rs, loaded by ldmatrix), N = 64 and 128, and 256
+// (_rs), K = 64 and 128, fp16 and bf16. The accumulators start as NaN and the first
+// k-step ignores them (scale_d = 0), so a descriptor, a layout or a scale that is wrong fails, and
+// so does an output element that nobody writes (the output is NaN-poisoned). Needs compute
+// capability 9.0 exactly (sm_90a code runs on no other GPU): elsewhere it prints why and exits 77.
 #include <doctest/doctest.h>
 
 #include <cuda/ptx>
@@ -76,8 +76,8 @@ __global__ void __launch_bounds__(128) product_kernel(const T* a, const T* b, fl
       if constexpr (kRs) s9::wgmma_m64n128k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
       else s9::wgmma_m64n128k16_ss<T, kTransB>(acc, s9::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
     } else {
-      static_assert(N == 192 && !kRs, "n = 192: from shared memory only");
-      s9::wgmma_m64n192k16_ss<T, kTransB>(acc, s9::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
+      static_assert(N == 256 && kRs && kTransB == 1, "n = 256: A from registers, B MN-major (P·V at D = 256)");
+      s9::wgmma_m64n256k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
     }
   }
   s9::wgmma_commit();
@@ -154,7 +154,7 @@ void check_all(std::uint64_t seed) {
   check_product<T, 128, 64, true, 1>(seed + 9);
   check_product<T, 128, 128, true, 1>(seed + 10);
   check_product<T, 128, 128, false, 1>(seed + 11);
-  check_product<T, 192, 64, false, 0>(seed + 12);  // the scores of a 192-key tile at D = 64
+  check_product<T, 256, 64, true, 1>(seed + 12);  // P·V of a 64-key tile at D = 256
 }
 
 }  // namespace
