@@ -43,34 +43,20 @@ namespace fa::step09 {
 // Named barriers 1 .. K for K consumers (0 is __syncthreads): consumer c's turn is kTurnBarrier + c.
 inline constexpr int kTurnBarrier = 1;
 
-template <class T, class C, bool kOverlap>
-__global__ void __launch_bounds__(C::kThreads, 1)
-    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a) {
+// A consumer warpgroup's work on one query tile: rows [64·c, 64·c + 64) of the block's Br, from
+// Q's arrival to O written. `it0`: the K/V tiles the block consumed before this tile, `q_round`:
+// the query tiles before it (both 0 here; the persistent rung, flash_persistent_kernel.cuh, runs
+// several tiles a block, its stages and phases running on). kReleaseQ: arrive on `q_empty` once
+// every S of the tile is done, so that the producer may bring the next tile's Q.
+template <class T, class C, bool kOverlap, bool kReleaseQ = false>
+__device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const KernelArgs<T>& a, int i0, int head,
+                                             const step07::KeyTiles& kv, int it0 = 0, int q_round = 0,
+                                             std::uint64_t* q_empty = nullptr) {
   static_assert(C::kConsumers >= 2, "ping-pong: the consumer warpgroups take turns");
-  constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, S = C::kStages, NT = Bc / 8, DT = D / 8;
+  constexpr int D = C::D, Bc = C::kBc, S = C::kStages, NT = Bc / 8, DT = D / 8;
   constexpr int K = C::kConsumers, kLast = K - 1;
   constexpr int kPair = 256;  // a named barrier joins two consumers: the one whose turn it is, the one before
-  extern __shared__ unsigned char smem_raw[];
-  const WsShared<T, C> sh(smem_raw);
-
-  const int warpgroup = threadIdx.x / 128;
-  const BlockWork work = block_work(a.heavy_first);
-  const int tile = work.tile;
-  const int i0 = tile * Br;
-  const int head = work.head;
-  const step07::KeyTiles kv = step07::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
-
-  if (threadIdx.x == 0) sh.init_barriers();
-  __syncthreads();
-
-  if (warpgroup == 0) {  // the producer: unchanged
-    release_registers<C::kProducerRegisters>();
-    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, head, kv.count);
-    return;
-  }
-
-  take_registers<C::kConsumerRegisters>();
-  const int consumer = warpgroup - 1, warp = threadIdx.x / 32 % 4;
+  const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4;
   const auto q_rows =
       static_cast<std::uint32_t>(__cvta_generic_to_shared(sh.q_tile)) + consumer * 64 * 64 * sizeof(T);
   const int warp_row0 = 64 * consumer + 16 * warp;
@@ -94,33 +80,34 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     asm volatile("" : "+f"(l[0][0]), "+f"(l[0][1]), "+f"(alpha[0]), "+f"(alpha[1])::"memory");
   };
   // P_{j-1}·V_{j-1} is done: O is final for that tile, the P registers are free, the stage empty.
-  const auto values_done = [&](int j_prev) {
+  // `it`: the block's running count of K/V tiles (the stage and its phase).
+  const auto values_done = [&](int it) {
     wgmma_wait<0>();
     fence_accumulators(o[0]);
-    if (threadIdx.x % 128 == 0) barrier_arrive(&sh.kv_empty[j_prev % S]);  // K and V of j − 1 read
+    if (threadIdx.x % 128 == 0) barrier_arrive(&sh.kv_empty[it % S]);  // K and V of that tile read
   };
 
   // The turns: 0 issues S_0 alone, 1 .. count − 1 issue S_j with P_{j-1}·V_{j-1}, the last
   // P·V alone. Peeled, so that no wgmma sits under a condition (ptxas would serialize them all).
   if (kv.count > 0) {
-    barrier_wait(sh.q_full, 0);
+    barrier_wait(sh.q_full, static_cast<std::uint32_t>(q_round & 1));
     if (consumer == kLast) named_barrier_arrive(their_turn, kPair);  // consumer 0 goes first
 
-    barrier_wait(&sh.k_full[0], 0);
-    named_barrier_sync(my_turn, kPair);  // the other warpgroup has issued its turn
+    barrier_wait(&sh.k_full[it0 % S], stage_phase<S>(it0));
+    named_barrier_sync(my_turn, kPair);  // the warpgroup before has issued its turn
     wgmma_fence();
-    issue_scores<T, C>(sc[0], q_rows, sh.k_addr(0));
+    issue_scores<T, C>(sc[0], q_rows, sh.k_addr(it0 % S));
     wgmma_commit();
-    named_barrier_arrive(their_turn, kPair);  // the other's turn
+    named_barrier_arrive(their_turn, kPair);  // the next one's turn
     wgmma_wait<0>();
     softmax(0);
     step07::rescale(o[0], alpha);
     pack_probabilities<T>(pa, sc[0]);
 
     for (int j = 1; j < kv.count; ++j) {
-      const int s = j % S, s_prev = (j - 1) % S;
-      barrier_wait(&sh.k_full[s], stage_phase<S>(j));           // K_j landed
-      barrier_wait(&sh.v_full[s_prev], stage_phase<S>(j - 1));  // V_{j-1} landed
+      const int it = it0 + j, s = it % S, s_prev = (it - 1) % S;
+      barrier_wait(&sh.k_full[s], stage_phase<S>(it));            // K_j landed
+      barrier_wait(&sh.v_full[s_prev], stage_phase<S>(it - 1));   // V_{j-1} landed
       named_barrier_sync(my_turn, kPair);
       wgmma_fence();
       issue_scores<T, C>(sc[0], q_rows, sh.k_addr(s));
@@ -131,12 +118,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       if constexpr (kOverlap) wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
       else wgmma_wait<0>();
       softmax(j);
-      values_done(j - 1);
+      values_done(it - 1);
       step07::rescale(o[0], alpha);
       pack_probabilities<T>(pa, sc[0]);
     }
+    // Every S of the tile is done: Q is no longer read.
+    if constexpr (kReleaseQ)
+      if (threadIdx.x % 128 == 0) barrier_arrive(q_empty);
 
-    const int last = kv.count - 1;
+    const int last = it0 + kv.count - 1;
     barrier_wait(&sh.v_full[last % S], stage_phase<S>(last));
     named_barrier_sync(my_turn, kPair);
     wgmma_fence();
@@ -148,6 +138,28 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   step07::write_output(a, o, m, l, a.o + static_cast<std::int64_t>(head) * a.seq_q * D,
                        a.lse + static_cast<std::int64_t>(head) * a.seq_q, i0 + warp_row0);
+}
+
+template <class T, class C, bool kOverlap>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a) {
+  extern __shared__ unsigned char smem_raw[];
+  const WsShared<T, C> sh(smem_raw);
+
+  const BlockWork work = block_work(a.heavy_first);
+  const int i0 = work.tile * C::kBr;
+  const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
+
+  if (threadIdx.x == 0) sh.init_barriers();
+  __syncthreads();
+
+  if (threadIdx.x / 128 == 0) {  // the producer: unchanged
+    release_registers<C::kProducerRegisters>();
+    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, work.head, kv.count);
+    return;
+  }
+  take_registers<C::kConsumerRegisters>();
+  consume_tile<T, C, kOverlap>(sh, a, i0, work.head, kv);
 }
 
 }  // namespace fa::step09

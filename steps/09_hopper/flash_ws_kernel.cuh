@@ -90,21 +90,32 @@ struct WsShared {
 };
 
 // The producer's one thread: Q once, then K_j and V_j into stage j mod S as soon as it is empty.
+// The persistent rung (flash_persistent_kernel.cuh) calls the two parts once per query tile, with
+// `it0` the K/V tiles the block loaded before: the stages and the mbarriers' phases run on.
 template <class T, class C>
-__device__ __forceinline__ void produce_tiles(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head,
-                                              int count) {
-  constexpr int S = C::kStages;
+__device__ __forceinline__ void produce_q(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head) {
   barrier_expect_bytes(sh.q_full, tile_bytes<T, C::kBr, C::D>());
   load_tile_tma<T, C::kBr, C::D>(sh.q_tile, &maps.q, i0, head, sh.q_full);
-  for (int j = 0; j < count; ++j) {
-    const int s = j % S;
+}
+template <class T, class C>
+__device__ __forceinline__ void produce_kv(const WsShared<T, C>& sh, const TileMaps& maps, int head, int count,
+                                           int it0) {
+  constexpr int S = C::kStages;
+  for (int jj = 0; jj < count; ++jj) {
+    const int j = it0 + jj, s = j % S;
     // Empty: the consumers released the tile j − S that was here (the first S pass at once).
     barrier_wait(&sh.kv_empty[s], static_cast<std::uint32_t>(((j / S) & 1) ^ 1));
     barrier_expect_bytes(&sh.k_full[s], tile_bytes<T, C::kBc, C::D>());
-    load_tile_tma<T, C::kBc, C::D>(sh.k_tile(s), &maps.k, j * C::kBc, head, &sh.k_full[s]);
+    load_tile_tma<T, C::kBc, C::D>(sh.k_tile(s), &maps.k, jj * C::kBc, head, &sh.k_full[s]);
     barrier_expect_bytes(&sh.v_full[s], tile_bytes<T, C::kBc, C::D>());
-    load_tile_tma<T, C::kBc, C::D>(sh.v_tile(s), &maps.v, j * C::kBc, head, &sh.v_full[s]);
+    load_tile_tma<T, C::kBc, C::D>(sh.v_tile(s), &maps.v, jj * C::kBc, head, &sh.v_full[s]);
   }
+}
+template <class T, class C>
+__device__ __forceinline__ void produce_tiles(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head,
+                                              int count) {
+  produce_q(sh, maps, i0, head);
+  produce_kv(sh, maps, head, count, 0);
 }
 
 // The phase of tile j's wait on its stage's k_full or v_full: flips each time the stage is reused.

@@ -4,7 +4,8 @@
 // built on the host for every launch and passed by value to the kernel; the build is for sm_90a;
 // the grid is (query tiles, heads), not (heads, query tiles), so that the blocks resident together
 // share a head's K/V in L2 (block_work in flash_wgmma_kernel.cuh); four rungs, each its own
-// kernel and tile shape (tma_wgmma, warp_specialized, pingpong, overlap: chapter 09's ladder).
+// kernel and tile shape (tma_wgmma, warp_specialized, pingpong, overlap: chapter 09's ladder),
+// and a fifth, persistent, launched as one block per SM with a counter that hands out the tiles.
 // Limits: D = 64, 128 and 256 (256 correct, not tuned), Hkv = Hq, B·H ≤ 65535.
 //
 // Build and run (verifies against float64 and stage 07 on the same inputs):
@@ -12,7 +13,13 @@
 //   build/steps/09_hopper/step09_hopper                   (--help for the flags)
 #include "09_hopper/hopper.cuh"
 
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+
 #include "07_tensor_cores/launch.cuh"
+#include "09_hopper/flash_persistent_kernel.cuh"
 #include "09_hopper/flash_pingpong_kernel.cuh"
 #include "09_hopper/flash_wgmma_kernel.cuh"
 #include "09_hopper/flash_ws_kernel.cuh"
@@ -45,13 +52,33 @@ using WsStageConfig = WsConfig<D, 2, kKeyTile<D>>;
 template <int D>
 using PingPongStageConfig = WsConfig<D, D == 64 ? 3 : 2, kKeyTile<D>, D == 256 ? 2 : 3>;
 
+// The persistent rung's tile counters, zeroed on the stream before each launch (4 bytes of static
+// device memory each, not from the allocator). A ring of them, so that launches queued on
+// different streams at the same time (up to 64) do not share one.
+__device__ int g_tile_counters[64];
+
+int* next_tile_counter(cudaStream_t stream) {
+  static std::atomic<unsigned> launches{0};
+  static int* counters = [] {
+    void* p = nullptr;
+    FA_CUDA_CHECK(cudaGetSymbolAddress(&p, g_tile_counters));
+    return static_cast<int*>(p);
+  }();
+  int* counter = counters + launches.fetch_add(1) % 64;
+  FA_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(int), stream));
+  return counter;
+}
+
 // One launch of a rung's kernel for the tile shape C (Br query rows, Bc keys, kThreads threads).
-template <class T, class C, auto kernel>
+// kPersistent: min(work items, SMs) blocks that take the work items (query tiles × heads) from a
+// counter; otherwise one block per item.
+template <class T, class C, auto kernel, bool kPersistent = false>
 void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                  DeviceContext& ctx) {
   constexpr int D = C::D;
-  step07::check_launch(p, in, out, std::string("stage 09 ") + name, C::kBr, C::kSmemBytes);
-  opt_in_shared_memory_once<kernel, C::kSmemBytes>();
+  constexpr int kSmem = C::kSmemBytes + (kPersistent ? TileQueue::kBytes : 0);
+  step07::check_launch(p, in, out, std::string("stage 09 ") + name, C::kBr, kSmem);
+  opt_in_shared_memory_once<kernel, kSmem>();
   const std::int64_t heads = p.heads_total();
   const TileMaps maps{make_tile_map<T>(in.q.as<T>(), heads, p.seq_q, D, C::kBr),
                       make_tile_map<T>(in.k.as<T>(), heads, p.seq_k, D, C::kBc),
@@ -61,14 +88,26 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
                                 static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), scale,
                                 scale * static_cast<float>(M_LOG2E), p.causal, p.causal};
   const auto tiles = static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr);
-  const dim3 grid(tiles, static_cast<unsigned>(heads));  // a head's tiles together (block_work)
   ctx.kernel_begin(name);
-  kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, a);
+  if constexpr (kPersistent) {
+    const std::int64_t items = static_cast<std::int64_t>(tiles) * heads;
+    // + gridDim.x per block at the end: the counter may run up to items + 2 · blocks.
+    if (items > INT_MAX / 2) throw UsageError(std::string("stage 09 ") + name + ": too many query tiles × heads");
+    int device = 0, sms = 0;
+    FA_CUDA_CHECK(cudaGetDevice(&device));
+    FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const TileSchedule ts{static_cast<int>(tiles), static_cast<int>(items), next_tile_counter(ctx.stream)};
+    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, sms));
+    kernel<<<blocks, C::kThreads, kSmem, ctx.stream>>>(maps, a, ts);
+  } else {
+    const dim3 grid(tiles, static_cast<unsigned>(heads));  // a head's tiles together (block_work)
+    kernel<<<grid, C::kThreads, kSmem, ctx.stream>>>(maps, a);
+  }
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end(name);
 }
 
-enum class Rung { tma_wgmma, warp_specialized, pingpong, overlap };
+enum class Rung { tma_wgmma, warp_specialized, pingpong, overlap, persistent };
 
 template <class T, int D>
 void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
@@ -84,6 +123,8 @@ void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOu
       return launch_rung<T, PP, flash_pingpong_kernel<T, PP, false>>("pingpong", p, in, out, ctx);
     case Rung::overlap:
       return launch_rung<T, PP, flash_pingpong_kernel<T, PP, true>>("overlap", p, in, out, ctx);
+    case Rung::persistent:
+      return launch_rung<T, PP, flash_persistent_kernel<T, PP, true>, true>("persistent", p, in, out, ctx);
   }
 }
 
@@ -124,6 +165,11 @@ void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, con
 void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx) {
   forward(p, in, out, ctx, Rung::overlap);
+}
+
+void attention_forward_persistent(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                  DeviceContext& ctx) {
+  forward(p, in, out, ctx, Rung::persistent);
 }
 
 }  // namespace fa::step09

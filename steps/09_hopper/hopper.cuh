@@ -34,6 +34,11 @@ void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, con
                                 DeviceContext& ctx);
 void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx);
+// persistent: overlap's work with one block per SM, each taking query tiles from a counter in
+// turn, the next tile's copies under this one's end (flash_persistent_kernel.cuh). Uses 4 bytes of
+// static device memory (the counter), not allocated per call.
+void attention_forward_persistent(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                  DeviceContext& ctx);
 
 // Empty on a GPU of compute capability 9.0 (sm_90a code runs there only), else the one line of why.
 inline std::string hopper_skip_reason() {

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step09::kSupports;
-  spec.variants = {"tma_wgmma", "warp_specialized", "pingpong", "overlap"};
+  spec.variants = {"tma_wgmma", "warp_specialized", "pingpong", "overlap", "persistent"};
   spec.notes =
       "kernels: two warpgroups of 64 query rows (Br = 128), K/V tiles of 128 keys by TMA, two stages\n"
       "(pingpong and overlap: see below),\n"
@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
       "pingpong: the consumers take turns on the tensor cores (named barriers), three stages; at\n"
       "D = 64 three consumers (Br = 192, 160 registers each);\n"
       "overlap: and each one's softmax of tile j runs under its own P·V of tile j − 1.\n"
+      "persistent: overlap's work, one block per SM taking query tiles from a counter (4 bytes of\n"
+      "static device memory), the next tile's copies under this one's end.\n"
       "grid: (query tiles, heads), a head's tiles resident together (its K/V shared in L2).\n"
       "memory beyond Q, K, V, O, LSE: none (measured).\n"
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond (docs/tolerance.md);\n"
@@ -50,12 +52,14 @@ int main(int argc, char** argv) {
   fa::StageDefinition def;
   def.id = "09";
   // The rungs: tma_wgmma (every warp moves and computes), warp_specialized (a producer warpgroup),
-  // pingpong (the consumers take turns), overlap (softmax under the warpgroup's own P·V).
+  // pingpong (the consumers take turns), overlap (softmax under the warpgroup's own P·V),
+  // persistent (one block per SM, the tiles from a counter).
   def.variants.push_back(fa::gpu_variant("09", "tma_wgmma", /*ours=*/true, fa::step09::attention_forward));
   def.variants.push_back(
       fa::gpu_variant("09", "warp_specialized", /*ours=*/true, fa::step09::attention_forward_warp_specialized));
   def.variants.push_back(fa::gpu_variant("09", "pingpong", /*ours=*/true, fa::step09::attention_forward_pingpong));
   def.variants.push_back(fa::gpu_variant("09", "overlap", /*ours=*/true, fa::step09::attention_forward_overlap));
+  def.variants.push_back(fa::gpu_variant("09", "persistent", /*ours=*/true, fa::step09::attention_forward_persistent));
   // The previous stage beside it, same dtype: the chart's comparison and the second opinion.
   def.variants.push_back(fa::gpu_variant("07", "flash", /*ours=*/false, fa::step07::attention_forward));
   def.verify.previous = fa::PreviousStage{"07 flash", fa::gpu_forward(fa::step07::attention_forward)};

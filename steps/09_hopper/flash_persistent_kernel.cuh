@@ -1,0 +1,132 @@
+// Stage 09's fifth rung — persistent, with a dynamic tile scheduler: one block per SM, each taking
+// query tiles from a counter in global memory until none are left, the next tile's copies under
+// the current one's last products and epilogue.
+//
+// What changed from the fourth rung (flash_pingpong_kernel.cuh; the consumers' work on one tile,
+// consume_tile, is the same function):
+//   - the launch: min(work items, SMs) blocks, not one block per (query tile, head). In the grid
+//     launch a block's start (Q and the first K/V in flight, nothing to compute yet) and its end
+//     (the last P·V, O written, nothing loading) are exposed; here the producer loads the next
+//     tile's Q once every consumer is done with the last S (q_empty) and its K/V as stages empty.
+//   - the schedule: work item w is (head w / tiles, query tile w mod tiles), each head's heaviest
+//     tiles first when causal — the grid launch's order. A block's first item is blockIdx.x, each
+//     next one gridDim.x + atomicAdd(counter, 1): whichever block is free takes the next item, as
+//     the hardware hands out blocks in the grid launch. A fixed round-robin (item blockIdx.x +
+//     k·gridDim.x) was tried first and lost causal (0.64-0.96×, chapter 09): it gives each block
+//     a fixed mix of heavy and light tiles.
+//   - the item reaches the consumers through shared memory: a ring of two slots, each with an
+//     item_full mbarrier (the producer's one arrival: release) and an item_empty one (every
+//     consumer thread's arrival, after reading it). The producer reads the counter; w ≥ items,
+//     published like any item, ends every role.
+//   - the stages and the mbarriers' phases run on from tile to tile: `it`, the block's K/V tiles so
+//     far, and `q_round`, its query tiles so far, are counted alike by the producer and consumers.
+//
+//   producer (1 thread):  w = blockIdx.x; loop: publish w; [w ≥ items: end]; wait q_empty;
+//                         Q ─► q_full; K/V tiles as stages empty; w = gridDim.x + atomicAdd(counter, 1)
+//   consumer warpgroups:  loop: take w; [w ≥ items: end]; consume_tile (arrives on q_empty after its
+//                         last S, on kv_empty after each P·V; writes O)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "07_tensor_cores/tile_ops.cuh"
+#include "09_hopper/flash_pingpong_kernel.cuh"  // consume_tile, and through it WsShared, produce_*
+#include "09_hopper/tma.cuh"
+#include "09_hopper/warp_roles.cuh"
+
+namespace fa::step09 {
+
+// The shared memory beyond WsShared's: Q's empty barrier and the ring of work items.
+struct TileQueue {
+  static constexpr int kBytes = 8 * 5 + 2 * 4;  // q_empty, item_full[2], item_empty[2]; item[2]
+  std::uint64_t* q_empty;     // every consumer is done with Q's last S
+  std::uint64_t* item_full;   // [2] slot r mod 2 holds item r
+  std::uint64_t* item_empty;  // [2] every consumer thread has read it
+  int* item;                  // [2]
+
+  __device__ explicit TileQueue(unsigned char* base) {
+    q_empty = reinterpret_cast<std::uint64_t*>(base);
+    item_full = q_empty + 1;
+    item_empty = item_full + 2;
+    item = reinterpret_cast<int*>(item_empty + 2);
+  }
+  __device__ void init_barriers(int consumer_threads) const {
+    barrier_init(q_empty, consumer_threads / 128);  // one arrival per consumer warpgroup
+    for (int r = 0; r < 2; ++r) {
+      barrier_init(&item_full[r], 1);
+      barrier_init(&item_empty[r], consumer_threads);
+    }
+  }
+  // The producer: wait until slot r mod 2 was read (round r − 2), write item r, arrive.
+  __device__ void publish(int r, int w) const {
+    barrier_wait(&item_empty[r & 1], static_cast<std::uint32_t>(((r >> 1) & 1) ^ 1));
+    item[r & 1] = w;
+    barrier_arrive(&item_full[r & 1]);  // release: the store above is seen by whoever waits
+  }
+  // A consumer thread: wait for item r, read it, let the slot go.
+  __device__ int take(int r) const {
+    barrier_wait(&item_full[r & 1], static_cast<std::uint32_t>((r >> 1) & 1));
+    const int w = item[r & 1];
+    barrier_arrive(&item_empty[r & 1]);
+    return w;
+  }
+};
+
+// The work items of a launch and the counter that hands them out (zeroed before every launch).
+struct TileSchedule {
+  int tiles, items;  // query tiles per head; tiles × heads
+  int* counter;
+};
+
+template <class T, class C, bool kOverlap>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_persistent_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a, const TileSchedule ts) {
+  extern __shared__ unsigned char smem_raw[];
+  const WsShared<T, C> sh(smem_raw);
+  const TileQueue queue(reinterpret_cast<unsigned char*>(sh.kv_empty + C::kStages));
+  const auto first_row = [&](int w) {
+    const int t = w % ts.tiles;
+    return (a.heavy_first ? ts.tiles - 1 - t : t) * C::kBr;
+  };
+
+  if (threadIdx.x == 0) {
+    sh.init_barriers();
+    queue.init_barriers(128 * C::kConsumers);
+  }
+  __syncthreads();
+
+  int it = 0, q_round = 0;  // K/V tiles and query tiles so far; the producer and consumers count alike
+  if (threadIdx.x / 128 == 0) {  // the producer
+    release_registers<C::kProducerRegisters>();
+    if (threadIdx.x != 0) return;
+    int w = static_cast<int>(blockIdx.x);
+    for (int r = 0;; ++r) {
+      queue.publish(r, w);
+      if (w >= ts.items) return;
+      const int i0 = first_row(w), head = w / ts.tiles;
+      const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
+      if (kv.count > 0) {
+        // Q's buffer empty: the consumers are past the last tile's S (the first tile passes at once).
+        barrier_wait(queue.q_empty, static_cast<std::uint32_t>((q_round & 1) ^ 1));
+        produce_q(sh, maps, i0, head);
+        produce_kv(sh, maps, head, kv.count, it);
+        it += kv.count, ++q_round;
+      }
+      w = static_cast<int>(gridDim.x) + atomicAdd(ts.counter, 1);
+    }
+  }
+
+  take_registers<C::kConsumerRegisters>();
+  for (int r = 0;; ++r) {
+    const int w = queue.take(r);
+    if (w >= ts.items) return;
+    const int i0 = first_row(w), head = w / ts.tiles;
+    const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
+    consume_tile<T, C, kOverlap, true>(sh, a, i0, head, kv, it, q_round, queue.q_empty);
+    if (kv.count > 0) it += kv.count, ++q_round;
+  }
+}
+
+}  // namespace fa::step09
