@@ -18,7 +18,8 @@
 //                         O += P·V_j; arrive kv_empty[s]
 //
 // The kernel's parts are functions (WsShared, produce_tiles, issue_scores, issue_values,
-// pack_probabilities) because the next two rungs (flash_pingpong_kernel.cuh) reuse them unchanged.
+// pack_probabilities) because the next rungs (flash_pingpong_kernel.cuh, flash_persistent_kernel.cuh)
+// reuse them unchanged.
 #pragma once
 
 #include <cuda_runtime.h>
