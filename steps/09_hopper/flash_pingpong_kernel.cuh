@@ -21,7 +21,7 @@
 //     can be in their softmax while the third is on the tensor cores (hopper.cu).
 //
 // Limit, measured: in the SASS of kOverlap ptxas moves the wait for P·V above the exponentials,
-// so the overlap happens less than the source says (overlap measured 1.00-1.01× pingpong).
+// so the overlap happens less than the source says (overlap measured 1.01-1.02× pingpong).
 //
 //   consumer 0:  [PV₋ S₀]  softmax₀ ·········· [PV₀ S₁]  softmax₁ ·········· [PV₁ S₂] ...
 //   consumer 1:  ········· [PV₋ S₀]  softmax₀  ·········· [PV₀ S₁]  softmax₁ ·········· ...

@@ -41,8 +41,8 @@ namespace fa::step09 {
 
 using step07::KernelArgs;
 
-// The tile shape: head dim D (64 or 128), kGroups warpgroups of 64 query rows, Bc keys per tile
-// (64 or 128: the width of one wgmma), kStages K/V buffers.
+// The tile shape: head dim D (64, 128 or 256), kGroups warpgroups of 64 query rows, Bc keys per
+// tile (64 or 128: the width of one wgmma), kStages K/V buffers.
 template <int D_, int kGroups_, int kBc_, int kStages_ = 2>
 struct WgmmaConfig {
   static constexpr int D = D_, kGroups = kGroups_, kBc = kBc_, kStages = kStages_;

@@ -36,8 +36,8 @@
 
 namespace fa::step09 {
 
-// The tile shape: head dim D (64 or 128), kConsumers warpgroups of 64 query rows, Bc keys per tile
-// (64 or 128), kStages K/V buffers; one producer warpgroup more.
+// The tile shape: head dim D (64, 128 or 256), kConsumers warpgroups of 64 query rows, Bc keys per
+// tile (64 or 128), kStages K/V buffers; one producer warpgroup more.
 template <int D_, int kConsumers_, int kBc_, int kStages_ = 2>
 struct WsConfig {
   static constexpr int D = D_, kConsumers = kConsumers_, kBc = kBc_, kStages = kStages_;
@@ -102,7 +102,7 @@ template <class T, class C>
 __device__ __forceinline__ void produce_kv(const WsShared<T, C>& sh, const TileMaps& maps, int head, int count,
                                            int it0) {
   constexpr int S = C::kStages;
-  for (int jj = 0; jj < count; ++jj) {
+  for (int jj = 0; jj < count; ++jj) {  // jj: the tile's key tile (its keys); j: the block's count (its stage)
     const int j = it0 + jj, s = j % S;
     // Empty: the consumers released the tile j − S that was here (the first S pass at once).
     barrier_wait(&sh.kv_empty[s], static_cast<std::uint32_t>(((j / S) & 1) ^ 1));

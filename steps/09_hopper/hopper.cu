@@ -54,7 +54,9 @@ using PingPongStageConfig = WsConfig<D, D == 64 ? 3 : 2, kKeyTile<D>, D == 256 ?
 
 // The persistent rung's tile counters, zeroed on the stream before each launch (4 bytes of static
 // device memory each, not from the allocator). A ring of them, so that launches queued on
-// different streams at the same time (up to 64) do not share one.
+// different streams at the same time (up to 64) do not share one. The address is looked up once,
+// on the device current then: the stage runs on one GPU (several GPUs, stage 11, would need one
+// lookup per device).
 __device__ int g_tile_counters[64];
 
 int* next_tile_counter(cudaStream_t stream) {

@@ -1,10 +1,11 @@
 // Stage 09's wgmma wrappers (wgmma.cuh) against float64: one warpgroup multiplies a 64 × K tile A by
 // B (N × K stored K-major, or K × N stored MN-major) from 128-byte swizzled shared-memory tiles, with
-// A from shared memory (_ss) or from registers (_rs, loaded by ldmatrix), N = 64 and 128, and 256
-// (_rs), K = 64 and 128, fp16 and bf16. The accumulators start as NaN and the first
-// k-step ignores them (scale_d = 0), so a descriptor, a layout or a scale that is wrong fails, and
-// so does an output element that nobody writes (the output is NaN-poisoned). Needs compute
-// capability 9.0 exactly (sm_90a code runs on no other GPU): elsewhere it prints why and exits 77.
+// A from shared memory (_ss) or from registers (_rs, loaded by ldmatrix), N = 64 and 128 (and 256
+// with A from registers: P·V at D = 256), K = 64 and 128, fp16 and bf16. The accumulators start
+// as NaN and the first k-step ignores them (scale_d = 0), so a descriptor, a layout or a scale
+// that is wrong fails, and so does an output element that nobody writes (the output is
+// NaN-poisoned). Needs compute capability 9.0 exactly (sm_90a code runs on no other GPU):
+// elsewhere it prints why and exits 77.
 #include <doctest/doctest.h>
 
 #include <cuda/ptx>
