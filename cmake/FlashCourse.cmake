@@ -198,7 +198,7 @@ function(fa_add_cli_test)
   endif()
 endfunction()
 
-# fa_add_stage_cli_tests(exe STAGE id [GPU] [RUN_ARGS args...] [NPY_SHAPE B,H,NQ,NK,D])
+# fa_add_stage_cli_tests(exe STAGE id [GPU] [RUN_ARGS args...] [NPY_SHAPE B,H,NQ,NK,D or B,H,HKV,NQ,NK,D])
 # The command-line tests that every stage executable gets: a short verified run with --json, an
 # unknown flag (exit 2, one line), --load of a malformed .npy (exit 2, one line), a causal
 # --load/--save round trip checked against attention computed in Python, and --help.

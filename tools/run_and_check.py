@@ -14,7 +14,7 @@ Modes:
   npy-roundtrip  write q.npy (float32), k.npy (float16) and v.npy (float32) into a temporary
                  folder, run the command with --load DIR --save DIR2 --json FILE, and check o.npy
                  and lse.npy against a float64 attention computed here (--causal and --scale in
-                 the command are honoured). Shape: --npy-shape B,H,NQ,NK,D (default 1,2,6,4,8:
+                 the command are honoured). Shape: --npy-shape B,H,NQ,NK,D or B,H,HKV,NQ,NK,D (default 1,2,6,4,8:
                  with --causal, the first two query rows see no key).
   bad-npy        write a k.npy whose data is cut short, run the command with --load DIR, and
                  expect exit 2 with one line on stderr that names k.npy.
@@ -121,24 +121,27 @@ def results_dtype(path):
         return "float32"
 
 
-def attention_f64(q, k, v, b, h, nq, nk, d, causal, scale):
-    """O [B,H,NQ,D] and LSE [B,H,NQ] in float64, from the definition."""
+def attention_f64(q, k, v, b, h, nq, nk, d, causal, scale, hkv=None):
+    """O [B,H,NQ,D] and LSE [B,H,NQ] in float64, from the definition; K, V [B,HKV,NK,D], query head
+    h reading K/V head h // (H / HKV) (HKV = H when not given)."""
+    hkv = hkv or h
     o, lse = [0.0] * (b * h * nq * d), [0.0] * (b * h * nq)
     for bh in range(b * h):
+        kv = bh // h * hkv + bh % h // (h // hkv)  # the K/V head (b, h // G) of query head (b, h)
         for i in range(nq):
             visible = min(max(i + (nk - nq) + 1, 0), nk) if causal else nk
             row = bh * nq + i
             if visible == 0:
                 lse[row] = -math.inf
                 continue
-            s = [scale * sum(q[row * d + c] * k[(bh * nk + j) * d + c] for c in range(d)) for j in range(visible)]
+            s = [scale * sum(q[row * d + c] * k[(kv * nk + j) * d + c] for c in range(d)) for j in range(visible)]
             m = max(s)
             l = sum(math.exp(x - m) for x in s)
             lse[row] = m + math.log(l)
             for j in range(visible):
                 p = math.exp(s[j] - lse[row])
                 for c in range(d):
-                    o[row * d + c] += p * v[(bh * nk + j) * d + c]
+                    o[row * d + c] += p * v[(kv * nk + j) * d + c]
     return o, lse
 
 
@@ -234,19 +237,19 @@ def flag_value(command, flag):
 
 
 def npy_roundtrip(command, expect, stage, shape):
-    b, h, nq, nk, d = shape
+    b, h, hkv, nq, nk, d = shape if len(shape) == 6 else (shape[0], shape[1], shape[1]) + tuple(shape[2:])
     causal = "--causal" in command
     scale = float(flag_value(command, "--scale") or 1.0 / math.sqrt(d))
     # Non-zero means and distinct values, so that a transposed or shifted layout cannot pass.
     q = round_trip([0.3 + 0.5 * math.sin(0.7 * n) for n in range(b * h * nq * d)], "<f4")
-    k = round_trip([0.2 + 0.5 * math.cos(0.3 * n + 1.0) for n in range(b * h * nk * d)], "<f2")
-    v = round_trip([0.5 + math.sin(0.11 * n * n + 0.5) for n in range(b * h * nk * d)], "<f4")
+    k = round_trip([0.2 + 0.5 * math.cos(0.3 * n + 1.0) for n in range(b * hkv * nk * d)], "<f2")
+    v = round_trip([0.5 + math.sin(0.11 * n * n + 0.5) for n in range(b * hkv * nk * d)], "<f4")
     with tempfile.TemporaryDirectory(prefix="fa_npy_") as tmp:
         src, dst = os.path.join(tmp, "in"), os.path.join(tmp, "out")
         os.mkdir(src)
         write_npy(os.path.join(src, "q.npy"), (b, h, nq, d), q)
-        write_npy(os.path.join(src, "k.npy"), (b, h, nk, d), k, "<f2")
-        write_npy(os.path.join(src, "v.npy"), (b, h, nk, d), v)
+        write_npy(os.path.join(src, "k.npy"), (b, hkv, nk, d), k, "<f2")
+        write_npy(os.path.join(src, "v.npy"), (b, hkv, nk, d), v)
         results = os.path.join(tmp, "results.json")
         proc = run(command + ["--load", src, "--save", dst, "--json", results])
         if proc.returncode == 77 and expect != 77:
@@ -265,11 +268,11 @@ def npy_roundtrip(command, expect, stage, shape):
         dtype = results_dtype(results)
         u = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}.get(dtype)
         want_o, want_lse = attention_f64(as_dtype(q, dtype), as_dtype(k, dtype), as_dtype(v, dtype),
-                                         b, h, nq, nk, d, causal, scale)
+                                         b, h, nq, nk, d, causal, scale, hkv)
         compare("o.npy", o, want_o, 4 * u if u else 1e-5)
         compare("lse.npy", lse, want_lse, 1e-4 if u else 1e-5)
         print("o.npy and lse.npy %s match a float64 attention computed in Python (%s)"
-              % ((b, h, nq, nk, d), "causal" if causal else "not causal"))
+              % ((b, h, hkv, nq, nk, d) if hkv != h else (b, h, nq, nk, d), "causal" if causal else "not causal"))
         check_json(results, stage)
     return proc
 
@@ -334,7 +337,8 @@ def main():
     parser.add_argument("--mode", choices=["run", "npy-roundtrip", "bad-npy", "nan-npy"], default="run")
     parser.add_argument("--require", action="append", default=[], help="text the output must contain")
     parser.add_argument("--forbid", action="append", default=[], help="text the output must not contain")
-    parser.add_argument("--npy-shape", default="1,2,6,4,8", help="B,H,NQ,NK,D of the npy-roundtrip inputs")
+    parser.add_argument("--npy-shape", default="1,2,6,4,8",
+                        help="B,H,NQ,NK,D (or B,H,HKV,NQ,NK,D: grouped heads) of the npy-roundtrip inputs")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -353,8 +357,8 @@ def main():
                     check_json(args.json, args.stage)
         elif args.mode == "npy-roundtrip":
             shape = [int(x) for x in args.npy_shape.split(",")]
-            if len(shape) != 5:
-                parser.error("--npy-shape takes B,H,NQ,NK,D")
+            if len(shape) not in (5, 6) or (len(shape) == 6 and shape[1] % shape[2] != 0):
+                parser.error("--npy-shape takes B,H,NQ,NK,D or B,H,HKV,NQ,NK,D (H a multiple of HKV)")
             proc = npy_roundtrip(command, args.expect, args.stage, shape)
         elif args.mode == "bad-npy":
             proc = bad_npy(command, args.expect)

@@ -133,6 +133,9 @@ void StageCli::finish() {
   p.dtype = parse_dtype(dtype_);
   o.inputs = parse_input_kind(inputs_);
   if (!seq_lens_.empty()) p.seq_lens = parse_size_list(seq_lens_, "--seq-lens");
+  // A stage's default Hkv (stage 10: 32 query heads on 8) goes with its default Hq: --heads alone
+  // means that many heads of their own, as the help says.
+  if (app_->count("--heads") > 0 && app_->count("--heads-kv") == 0) p.heads_kv = 0;
   if (o.reps < 0 || o.reps > 100000) throw UsageError("--reps must be in 1..100000");
   if (o.warmup < -1 || o.warmup > 1000) throw UsageError("--warmup must be in 0..1000");
   if (o.mem_limit_gb < 0 || !std::isfinite(o.mem_limit_gb)) throw UsageError("--mem-limit-gb must be positive");
@@ -146,15 +149,17 @@ void StageCli::finish() {
   if (!sweep.empty() && seq) throw UsageError("give either --seq or --sweep, not both");
   if (seq) seq_q = seq_k = seq;
 
+  // A decoding stage's Nq (stage 10: one new query against the cache) when only keys are given.
+  const std::int64_t dq = spec_.default_seq_q;
   o.sizes.clear();
   if (!o.load_dir.empty()) {
     if (!sweep.empty() || seq_q || seq_k) throw UsageError("--load takes its shapes from the files; drop --seq/--sweep");
   } else if (!sweep.empty()) {
-    for (auto n : sweep) o.sizes.emplace_back(seq_q ? seq_q : n, seq_k ? seq_k : n);
+    for (auto n : sweep) o.sizes.emplace_back(seq_q ? seq_q : (seq_k || !dq ? n : dq), seq_k ? seq_k : n);
   } else if (seq_q || seq_k) {
-    o.sizes.emplace_back(seq_q ? seq_q : seq_k, seq_k ? seq_k : seq_q);
+    o.sizes.emplace_back(seq_q ? seq_q : (dq && !seq ? dq : seq_k), seq_k ? seq_k : seq_q);
   } else {
-    for (auto n : spec_.default_sweep) o.sizes.emplace_back(n, n);
+    for (auto n : spec_.default_sweep) o.sizes.emplace_back(dq ? dq : n, n);
   }
   if (!o.save_dir.empty() && o.load_dir.empty() && o.sizes.size() != 1)
     throw UsageError("--save writes one case: give --seq (or --seq-q/--seq-k) or --load");

@@ -29,11 +29,16 @@ struct Parsed {
 };
 
 // Parses like a stage's main, with one stage flag of its own, capturing what it prints.
-Parsed parse(std::vector<std::string> args) {
+Parsed parse(std::vector<std::string> args, std::int64_t default_seq_q = 0, std::int64_t heads = 1,
+             std::int64_t heads_kv = 0) {
   std::vector<const char*> argv{"step99_test"};
   for (const auto& a : args) argv.push_back(a.c_str());
   Parsed r;
-  fa::StageCli cli(spec());
+  fa::CliSpec s = spec();
+  s.default_seq_q = default_seq_q;
+  s.defaults.heads = heads;
+  s.defaults.heads_kv = heads_kv;
+  fa::StageCli cli(s);
   cli.app().add_flag("--stage-flag", r.stage_flag, "a flag of this stage only");
   std::ostringstream out, err;
   auto* old_out = std::cout.rdbuf(out.rdbuf());
@@ -64,6 +69,24 @@ TEST_CASE("defaults give the default sweep") {
   CHECK(r.options.sizes[0] == std::pair<std::int64_t, std::int64_t>{128, 128});
   CHECK(r.options.verify);
   CHECK(r.options.problem.dtype == fa::DType::float32);
+}
+
+TEST_CASE("a decoding stage's default Nq: used when only keys are given, never over --seq or --seq-q") {
+  using Size = std::pair<std::int64_t, std::int64_t>;
+  CHECK(parse({}, 1).options.sizes == std::vector<Size>{{1, 128}, {1, 256}});
+  CHECK(parse({"--sweep", "1k,8k"}, 4).options.sizes == std::vector<Size>{{4, 1024}, {4, 8192}});
+  CHECK(parse({"--seq-k", "300"}, 1).options.sizes == std::vector<Size>{{1, 300}});
+  CHECK(parse({"--seq", "300"}, 1).options.sizes == std::vector<Size>{{300, 300}});
+  CHECK(parse({"--seq-q", "7", "--sweep", "64,128"}, 1).options.sizes == std::vector<Size>{{7, 64}, {7, 128}});
+  CHECK(parse({"--seq-k", "9", "--sweep", "2,3"}, 1).options.sizes == std::vector<Size>{{2, 9}, {3, 9}});
+  CHECK(parse({"--seq-k", "300"}).options.sizes == std::vector<Size>{{300, 300}});  // no default: Nq = Nk
+}
+
+TEST_CASE("a stage's default Hkv goes with its default Hq: --heads alone means heads of their own") {
+  CHECK(parse({"--heads", "6"}, 0, 8, 2).options.problem.kv_heads() == 6);
+  CHECK(parse({}, 0, 8, 2).options.problem.kv_heads() == 2);
+  CHECK(parse({"--heads", "6", "--heads-kv", "3"}, 0, 8, 2).options.problem.kv_heads() == 3);
+  CHECK(parse({"--heads-kv", "4"}, 0, 8, 2).options.problem.kv_heads() == 4);
 }
 
 TEST_CASE("shapes, flags, a stage's own flag and the --flag=value form") {

@@ -30,6 +30,7 @@ struct CliSpec {
   std::string summary;                       // one line: what the stage does
   Problem defaults;                          // batch, heads, dim, causal defaults
   std::vector<std::int64_t> default_sweep;   // the short default run
+  std::int64_t default_seq_q = 0;            // Nq when only keys are given (a sweep, --seq-k); 0: Nq = Nk
   Supports supports;                         // dtypes, head dims, GQA, variable lengths
   std::vector<std::string> variants;         // names accepted by --variant; empty: no --variant
   std::string notes;                         // extra lines for --help

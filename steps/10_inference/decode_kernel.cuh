@@ -1,0 +1,310 @@
+// decode_kernel.cuh — stage 10's split-KV decoding kernel (flash-decoding): a few query rows against
+// a long key/value cache, the keys cut into `splits` chunks that separate blocks read at once.
+//
+// What changed from stage 07 (steps/07_tensor_cores/flash_tc_kernel.cuh), which gives every block
+// 128 query rows and all the keys: in decoding a head has 1 to 16 query rows, so a grid of one
+// block per (batch, head) is a handful of blocks on a GPU of 132 SMs, each streaming the whole
+// cache alone. Three changes fix the shape of the work, none the arithmetic:
+//
+//   1. Grouped heads share a tile. The G = Hq / Hkv query heads that read one K/V head are rows of
+//      one Q tile: rows r = g·Nq + i (head g of the group, position i), contiguous in [B, Hq, Nq, D],
+//      so the tile is one plain copy. K and V are read once per group, not once per query head.
+//      A tile is 16 rows (one mma.sync's M): a group of 4 heads at Nq = 1 fills 4 of them; the tensor
+//      cores idle, but the kernel waits on memory anyway (docs/10_inference.md, the roofline).
+//   2. The keys are split across blocks: grid (B·Hkv, splits, row tiles). Block s reads key tiles
+//      [s·T, (s+1)·T) and writes a partial result, the course's (O_s, LSE_s) pair for its keys
+//      (split_merge.hpp). A second kernel (combine_kernel below) merges the parts. One split writes
+//      O and LSE directly, and there is no second kernel.
+//   3. Within a block the warps split the keys again: each warp owns the same 16 rows and takes every
+//      kWarps-th key tile of the block's chunk, with its own K/V buffers and cp.async pipeline
+//      (no __syncthreads in the loop, only __syncwarp). At the end the warps' (m, l, Õ) are merged in
+//      shared memory by the same rule as the splits, in base 2.
+//
+//   per warp, per key tile j (Bc keys):       the loop of stage 07 for one 16-row slice
+//     S = Q·K_jᵀ (Q's fragments stay in registers), mask (tail of the cache, causal rows),
+//     online softmax (07/fragment_softmax.cuh), O += P·V_j; tile j + kStages·kWarps is copied into
+//     the freed buffer.
+//
+// Causal: row r is query position i = r mod Nq, the last Nq positions of its cache: it sees keys
+// j <= i + Nk − Nq (the course's bottom-right mask).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "07_tensor_cores/fragment_softmax.cuh"
+#include "07_tensor_cores/tile_ops.cuh"
+#include "10_inference/split_merge.hpp"
+#include "fa/cuda/ptx/cp_async.cuh"
+#include "fa/cuda/ptx/ldmatrix.cuh"
+#include "fa/cuda/ptx/mma.cuh"
+
+namespace fa::step10 {
+
+// One launch. Q, O: [B, Hq, Nq, D]; K, V: [B, Hkv, Nk, D]; LSE: [B, Hq, Nq] (T = __half or
+// __nv_bfloat16; float32 LSE and partials). rows = B·Hq·Nq = B·Hkv·group·Nq.
+template <class T>
+struct DecodeArgs {
+  const T* q;
+  const T* k;
+  const T* v;
+  T* o;              // splits == 1: the outputs ...
+  float* lse;
+  float* o_part;     // ... splits > 1: [splits][rows][D] and [splits][rows], merged by combine_kernel
+  float* lse_part;
+  const int* cache_lens;  // [B]: the keys in each batch entry's cache (<= seq_k); nullptr: seq_k for all
+  int seq_q, seq_k;       // Nq; Nk, the caches' capacity (the row stride of K and V)
+  int group, heads_kv;    // G = Hq / Hkv; Hkv
+  int splits, tiles_per_split;  // key chunks, and key tiles (Bc keys) per chunk
+  long long rows;               // B·Hq·Nq
+  float scale;       // τ: LSE = m·τ + ln l
+  float scale_log2;  // τ·log2(e)
+  bool causal;
+};
+
+// One instantiation: head dim D, kWarps warps on the same 16 rows, Bc keys per warp tile, kStages
+// buffers of K and V per warp.
+template <int D_, int kWarps_, int kBc_, int kStages_>
+struct DecodeConfig {
+  static constexpr int D = D_, kWarps = kWarps_, kBc = kBc_, kStages = kStages_;
+  static constexpr int kThreads = 32 * kWarps, kRows = 16;
+  using QTile = step07::SwizzledTile<kRows, D>;
+  using KVTile = step07::SwizzledTile<kBc, D>;
+  static constexpr int kTileBytes = KVTile::kElements * 2;
+  static constexpr int kWarpBytes = kStages * 2 * kTileBytes;  // a warp's K, V buffers, stage after stage
+  // Q, then each warp's buffers. After the loop the buffers hold the warps' merge: Õ, m, l per row.
+  static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
+  static constexpr int kSmemBytes = QTile::kElements * 2 + kWarps * kWarpBytes;
+  static_assert(kMergeBytes <= kWarps * kWarpBytes, "the warps' merge must fit in their K/V buffers");
+  static_assert(kBc * (D / 8) % 32 == 0, "a warp copies whole 16-byte chunks of a K/V tile, the same count per lane");
+};
+
+// Rows [row0, row0 + ROWS) of an [n, D] matrix into a shared tile by one warp alone (its 32 lanes,
+// 16 bytes per copy), rows >= n zero-filled. The copies land later: commit, wait, then __syncwarp.
+template <class Tile, int ROWS, int D, class T>
+__device__ __forceinline__ void warp_copy_tile(std::uint32_t tile, const T* src, int row0, int n, int lane) {
+  constexpr int kChunksPerRow = D / 8, kChunks = ROWS * kChunksPerRow;
+#pragma unroll
+  for (int copy = 0; copy < kChunks / 32; ++copy) {
+    const int i = lane + 32 * copy, r = i / kChunksPerRow, c = (i % kChunksPerRow) * 8;
+    const bool valid = row0 + r < n;
+    const T* from = src + static_cast<std::int64_t>(valid ? row0 + r : 0) * D + c;
+    ptx::cp_async16(tile + static_cast<std::uint32_t>(sizeof(T) * Tile::offset(r, c)), from, valid);
+  }
+}
+
+// The query positions of a tile's rows r0 .. r0 + n − 1 (position = r mod Nq): the smallest and
+// the largest, for the keys every row sees and the keys any row sees.
+__device__ __forceinline__ void position_range(int r0, int n, int seq_q, int& lo, int& hi) {
+  const int first = r0 % seq_q, last = (r0 + n - 1) % seq_q;
+  if (n >= seq_q || first > last) {  // the rows wrap around a head's Nq positions
+    lo = 0;
+    hi = seq_q - 1;
+  } else {
+    lo = first;
+    hi = last;
+  }
+}
+
+template <class T, class C>
+__global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeArgs<T> a) {
+  constexpr int D = C::D, Bc = C::kBc, W = C::kWarps, S = C::kStages, NT = Bc / 8, DT = D / 8;
+  using QTile = typename C::QTile;
+  using KVTile = typename C::KVTile;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+
+  // Which rows, which keys. Blocks: x = (batch, kv head), y = the split, z = the 16-row tile.
+  const int head_kv = blockIdx.x, split = blockIdx.y, r0 = blockIdx.z * C::kRows;
+  const int batch = head_kv / a.heads_kv;
+  const int group_rows = a.group * a.seq_q;  // R: the rows of one K/V head
+  const int rows_here = min(C::kRows, group_rows - r0);
+  const std::int64_t row_base = static_cast<std::int64_t>(head_kv) * group_rows + r0;  // in [B·Hq·Nq]
+  const int n_keys = a.cache_lens ? a.cache_lens[batch] : a.seq_k;
+  const T* k = a.k + static_cast<std::int64_t>(head_kv) * a.seq_k * D;
+  const T* v = a.v + static_cast<std::int64_t>(head_kv) * a.seq_k * D;
+
+  // Keys < seen are seen by some row of the tile, keys < full by every row (stage 05's bounds).
+  int seen = n_keys, full = n_keys;
+  if (a.causal) {
+    int lo, hi;
+    position_range(r0, rows_here, a.seq_q, lo, hi);
+    seen = max(0, min(n_keys, hi + n_keys - a.seq_q + 1));
+    full = max(0, min(n_keys, lo + n_keys - a.seq_q + 1));
+  }
+  // This block's key tiles [tile_begin, tile_end); warp w takes tile_begin + w, + W, ...
+  const int tile_begin = split * a.tiles_per_split;
+  const int tile_end = min(tile_begin + a.tiles_per_split, (seen + Bc - 1) / Bc);
+  const int my_tiles = tile_begin + warp < tile_end ? (tile_end - tile_begin - warp + W - 1) / W : 0;
+  auto tile_of = [&](int n) { return tile_begin + warp + n * W; };
+
+  // Shared memory (32-bit shared-window addresses): Q, then each warp's K/V stages.
+  const std::uint32_t q_tile = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  const std::uint32_t my_buffers = q_tile + QTile::kElements * sizeof(T) + warp * C::kWarpBytes;
+  auto load_kv = [&](int n) {  // tile n of this warp into stage n mod S: K, then V, one group
+    const std::uint32_t stage = my_buffers + (n % S) * 2 * C::kTileBytes;
+    warp_copy_tile<KVTile, Bc, D>(stage, k, tile_of(n) * Bc, n_keys, lane);
+    warp_copy_tile<KVTile, Bc, D>(stage + C::kTileBytes, v, tile_of(n) * Bc, n_keys, lane);
+  };
+
+  // The copies: Q by the whole block (one group), then each warp's first S tiles (one group each;
+  // empty groups where the warp has fewer, so that the waits below count alike).
+  step07::load_tile<QTile, C::kRows, D, C::kThreads, true>(reinterpret_cast<T*>(smem), a.q + row_base * D, 0,
+                                                           rows_here);
+  ptx::cp_async_commit();
+#pragma unroll
+  for (int n = 0; n < S; ++n) {
+    if (n < my_tiles) load_kv(n);
+    ptx::cp_async_commit();
+  }
+  ptx::cp_async_wait<S>();  // Q has landed (this thread's copies) ...
+  __syncthreads();          // ... and every thread's
+
+  // Q's A fragments, for all of D, once: the 16 rows never change (ldmatrix addressing: stage 07).
+  const int chunk_qv = (lane / 16) ^ (lane % 8), chunk_k = (lane / 8 % 2) ^ (lane % 8);
+  std::uint32_t qa[D / 16][4];
+  {
+    const std::uint32_t q_base = q_tile + sizeof(T) * ((lane % 16) * 64 + chunk_qv * 8);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ptx::ldmatrix_x4(qa[kk], step07::swizzled_at<T>(q_base, kk, 0, C::kRows));
+  }
+  const std::uint32_t k_base = my_buffers + sizeof(T) * ((lane % 8 + 8 * (lane / 16)) * 64 + chunk_k * 8);
+  const std::uint32_t v_base = my_buffers + C::kTileBytes + sizeof(T) * ((lane % 16) * 64 + chunk_qv * 8);
+
+  // The keys each of the thread's two rows (g, g + 8) sees: the causal limit of its position, or
+  // the whole cache (also for padding rows past the group's R rows: their Q is zero, their result
+  // is never written).
+  int limit[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = r0 + g + 8 * r;
+    limit[r] = a.causal && row < group_rows ? max(0, min(n_keys, row % a.seq_q + n_keys - a.seq_q + 1)) : n_keys;
+  }
+
+  float o[DT][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int n = 0; n < my_tiles; ++n) {
+    const std::uint32_t stage = (n % S) * 2 * C::kTileBytes;
+    const int key0 = tile_of(n) * Bc;
+    ptx::cp_async_wait<S - 1>();  // tile n has landed (this lane's copies) ...
+    __syncwarp();                 // ... and the warp's
+
+    // S = Q·K_jᵀ: D/16 steps of k = 16, two 8-key column tiles per ldmatrix.
+    float s[NT][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        std::uint32_t kb[4];
+        ptx::ldmatrix_x4(kb, step07::swizzled_at<T>(k_base, kk, np, Bc) + stage);
+        ptx::mma_m16n8k16<T>(s[2 * np], qa[kk], {kb[0], kb[1]});
+        ptx::mma_m16n8k16<T>(s[2 * np + 1], qa[kk], {kb[2], kb[3]});
+      }
+    if (key0 + Bc > full) {  // the cache's tail, or keys some row must not see
+#pragma unroll
+      for (int np = 0; np < NT; ++np)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (key0 + 8 * np + 2 * t + (e & 1) >= limit[e / 2]) s[np][e] = -INFINITY;
+    }
+
+    float alpha[2];
+    step07::online_softmax(s, m, l, alpha, a.scale_log2);
+    step07::rescale(o, alpha);
+
+    // O += P·V_j: P's A fragments are two S accumulators, packed to 16 bits.
+#pragma unroll
+    for (int ks = 0; ks < Bc / 16; ++ks) {
+      const std::uint32_t pa[4] = {ptx::pack2<T>(s[2 * ks][0], s[2 * ks][1]), ptx::pack2<T>(s[2 * ks][2], s[2 * ks][3]),
+                                   ptx::pack2<T>(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+                                   ptx::pack2<T>(s[2 * ks + 1][2], s[2 * ks + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        std::uint32_t vb[4];
+        ptx::ldmatrix_x4_trans(vb, step07::swizzled_at<T>(v_base, dp, ks, Bc) + stage);
+        ptx::mma_m16n8k16<T>(o[2 * dp], pa, {vb[0], vb[1]});
+        ptx::mma_m16n8k16<T>(o[2 * dp + 1], pa, {vb[2], vb[3]});
+      }
+    }
+    __syncwarp();  // every lane has read this stage before it is refilled
+    if (n + S < my_tiles) load_kv(n + S);
+    ptx::cp_async_commit();
+  }
+
+  // The warps' merge. Each writes its rows' raw max m, sum l and unnormalized Õ into what were its
+  // K/V buffers (every copy has landed and every warp has left its loop: the wait, the barrier).
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+  float* merge_o = reinterpret_cast<float*>(smem + QTile::kElements * sizeof(T));  // [W][16][D]
+  float* merge_m = merge_o + W * C::kRows * D;                                      // [W][16]
+  float* merge_l = merge_m + W * C::kRows;                                          // [W][16]
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    const float l_row = step07::group_sum(l[r]);
+    if (t == 0) {
+      merge_m[warp * C::kRows + row] = m[r];
+      merge_l[warp * C::kRows + row] = l_row;
+    }
+#pragma unroll
+    for (int dn = 0; dn < DT; ++dn) {
+      float* to = merge_o + (warp * C::kRows + row) * D + 8 * dn + 2 * t;
+      to[0] = o[dn][2 * r];
+      to[1] = o[dn][2 * r + 1];
+    }
+  }
+  __syncthreads();
+
+  // Each element of the block's rows: the warps weighted by 2^(m_w·τlog2e − M·τlog2e) (M: their
+  // largest max; 0 for a row no warp saw a key of), then the split's (O_s, LSE_s), or O and LSE.
+  for (int e = threadIdx.x; e < rows_here * D; e += C::kThreads) {
+    const int row = e / D, d = e % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < W; ++w) M = fmaxf(M, merge_m[w * C::kRows + row]);
+    const float base = M == -INFINITY ? 0.0f : M * a.scale_log2;
+    float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float weight = ptx::ex2(merge_m[w * C::kRows + row] * a.scale_log2 - base);
+      sum += weight * merge_l[w * C::kRows + row];
+      acc += weight * merge_o[(w * C::kRows + row) * D + d];
+    }
+    const float out = sum > 0.0f ? acc / sum : 0.0f;
+    const float lse = sum > 0.0f ? M * a.scale + logf(sum) : -INFINITY;
+    const std::int64_t row_index = row_base + row;
+    if (a.splits == 1) {
+      a.o[row_index * D + d] = static_cast<T>(out);
+      if (d == 0) a.lse[row_index] = lse;
+    } else {
+      const std::int64_t part = split * a.rows + row_index;
+      a.o_part[part * D + d] = out;
+      if (d == 0) a.lse_part[part] = lse;
+    }
+  }
+}
+
+// The merge of the splits: one warp per query row, (O_s, LSE_s) of every split into O and LSE by
+// split_merge.hpp's rule. Reads splits · rows · (D + 1) floats: a few percent of the cache's bytes
+// at the shapes decoding runs (docs/10_inference.md).
+template <class T>
+__global__ void __launch_bounds__(128) combine_kernel(const float* o_part, const float* lse_part, T* o, float* lse,
+                                                      long long rows, int splits, int dim) {
+  const long long row = static_cast<long long>(blockIdx.x) * 4 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const float lse_row = merged_lse(lse_part + row, splits, rows);
+  for (int d = lane; d < dim; d += 32) {
+    float acc = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const long long part = s * rows + row;
+      acc += part_weight(lse_part[part], lse_row) * o_part[part * dim + d];
+    }
+    o[row * dim + d] = static_cast<T>(acc);
+  }
+  if (lane == 0) lse[row] = lse_row;
+}
+
+}  // namespace fa::step10

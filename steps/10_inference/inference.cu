@@ -1,0 +1,256 @@
+// Stage 10 — the host side: the problem's checks, how many splits, the two launches (the split
+// kernel, then the merge), and stage 07 on the same problem with its K/V heads repeated.
+//
+// What changed from stage 07 (steps/07_tensor_cores/tensor_cores.cu): the grid is no longer (heads,
+// query tiles) but (batch × K/V heads, key chunks, 16-row tiles), and the number of key chunks is
+// chosen here from the shape and the GPU (choose_splits); with more than one chunk a second kernel
+// merges the partial results.
+//
+// Build and run (verifies against float64 and stage 07 on the same inputs):
+//   cmake -S . -B build -G Ninja && cmake --build build --target step10_inference
+//   build/steps/10_inference/step10_inference                   (--help for the flags)
+#include "10_inference/inference.cuh"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "07_tensor_cores/tensor_cores.cuh"
+#include "10_inference/decode_kernel.cuh"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/device.cuh"
+#include "fa/cuda/dtype.cuh"
+#include "fa/cuda/shared_memory.cuh"
+#include "fa/cuda/stage_arch.cuh"
+
+namespace fa::step10 {
+
+namespace {
+
+// The tile shape per head dim (DecodeConfig<D, warps, Bc keys per warp tile, stages>): 4 warps,
+// two stages of K and V per warp, 8 KiB per tile (64 keys at D <= 64, 32 at 96 and 128, 16 at 256),
+// about 130 KiB of shared memory per block. Chosen for D = 128 (docs/10_inference.md).
+template <int D>
+struct StageConfig;
+template <>
+struct StageConfig<32> : DecodeConfig<32, 4, 64, 2> {};
+template <>
+struct StageConfig<64> : DecodeConfig<64, 4, 64, 2> {};
+template <>
+struct StageConfig<96> : DecodeConfig<96, 4, 32, 2> {};
+template <>
+struct StageConfig<128> : DecodeConfig<128, 4, 32, 2> {};
+template <>
+struct StageConfig<256> : DecodeConfig<256, 4, 16, 2> {};
+
+constexpr int kMaxSplits = 128;
+
+std::int64_t row_tiles(const Problem& p) { return (p.heads / p.kv_heads() * p.seq_q + 15) / 16; }
+
+// Blocks of kernel the GPU runs at once (SMs × blocks per SM), measured by the occupancy API.
+template <auto kernel, int threads, int smem>
+std::int64_t resident_blocks() {
+  static const std::int64_t slots = [] {
+    opt_in_shared_memory_once<kernel, smem>();
+    int per_sm = 0;
+    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    return static_cast<std::int64_t>(std::max(per_sm, 1)) * query_device().sm_count;
+  }();
+  return slots;
+}
+
+template <class T, int D>
+DecodePlan plan_for(const Problem& p, int splits) {
+  using C = StageConfig<D>;
+  DecodePlan plan;
+  plan.key_tile = C::kBc;
+  plan.blocks = p.batch * p.kv_heads() * row_tiles(p);
+  plan.slots = resident_blocks<flash_decode_kernel<T, C>, C::kThreads, C::kSmemBytes>();
+  const std::int64_t key_tiles = (p.seq_k + C::kBc - 1) / C::kBc;
+  // A chunk holds at least two tiles per warp: fewer, and the block's start (Q, the first copies)
+  // and end (the warps' merge, the partial write) outweigh its keys.
+  plan.splits = splits > 0 ? splits : choose_splits(plan.blocks, key_tiles, plan.slots, 2 * C::kWarps, kMaxSplits);
+  plan.tiles_per_split = static_cast<int>((key_tiles + plan.splits - 1) / plan.splits);
+  return plan;
+}
+
+void check_launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, long long smem) {
+  const std::string who = "stage 10 decode";
+  if (p.seq_k > INT_MAX / 2 || p.seq_q > INT_MAX / 2 || p.batch * p.kv_heads() > INT_MAX ||
+      p.heads / p.kv_heads() * p.seq_q > INT_MAX / 2)
+    throw UsageError(who + ": Nq, Nk, B·Hkv or Hq/Hkv·Nq is too large for 32-bit indices");
+  if (row_tiles(p) > 65535)
+    throw UsageError(who + ": Hq/Hkv·Nq = " + std::to_string(p.heads / p.kv_heads() * p.seq_q) +
+                     " query rows per K/V head is too many (at most " + std::to_string(65535 * 16) + ")");
+  if (!aligned16(in.q.data) || !aligned16(in.k.data) || !aligned16(in.v.data) || !aligned16(out.o.data))
+    throw UsageError(who + ": Q, K, V and O must be 16-byte aligned (the kernel moves 16-byte chunks)");
+  if (const std::string refusal = shared_memory_refusal(smem, who + " at D = " + std::to_string(p.dim)); !refusal.empty())
+    throw UsageError(refusal);
+}
+
+template <class T, int D>
+void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+            const DecodeOptions& options) {
+  using C = StageConfig<D>;
+  constexpr auto kernel = flash_decode_kernel<T, C>;
+  check_launch(p, in, out, C::kSmemBytes);
+  if (options.splits < 0 || options.splits > kMaxSplits)
+    throw UsageError("stage 10 decode: splits must be in 1.." + std::to_string(kMaxSplits) + " (0: chosen)");
+  const DecodePlan plan = plan_for<T, D>(p, options.splits);
+  const long long rows = p.batch * p.heads * p.seq_q;
+  DecodeArgs<T> a{};
+  a.q = in.q.as<T>();
+  a.k = in.k.as<T>();
+  a.v = in.v.as<T>();
+  a.o = out.o.as<T>();
+  a.lse = out.lse.as<float>();
+  if (plan.splits > 1) {
+    a.o_part = ctx.scratch_as<float>("decode partial O", static_cast<std::size_t>(plan.splits) * rows * p.dim);
+    a.lse_part = ctx.scratch_as<float>("decode partial LSE", static_cast<std::size_t>(plan.splits) * rows);
+  }
+  a.cache_lens = options.cache_lens;
+  a.seq_q = static_cast<int>(p.seq_q);
+  a.seq_k = static_cast<int>(p.seq_k);
+  a.group = static_cast<int>(p.heads / p.kv_heads());
+  a.heads_kv = static_cast<int>(p.kv_heads());
+  a.splits = plan.splits;
+  a.tiles_per_split = plan.tiles_per_split;
+  a.rows = rows;
+  a.scale = p.softmax_scale();
+  a.scale_log2 = a.scale * static_cast<float>(M_LOG2E);
+  a.causal = p.causal;
+
+  opt_in_shared_memory_once<kernel, C::kSmemBytes>();
+  const dim3 grid(static_cast<unsigned>(p.batch * p.kv_heads()), static_cast<unsigned>(plan.splits),
+                  static_cast<unsigned>(row_tiles(p)));
+  ctx.kernel_begin("split");
+  kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(a);
+  FA_CUDA_CHECK_LAUNCH();
+  ctx.kernel_end("split");
+  if (plan.splits > 1) {
+    ctx.kernel_begin("combine");
+    combine_kernel<T><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, ctx.stream>>>(
+        a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, static_cast<int>(p.dim));
+    FA_CUDA_CHECK_LAUNCH();
+    ctx.kernel_end("combine");
+  }
+}
+
+template <class T>
+void dispatch(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+              const DecodeOptions& options) {
+  switch (p.dim) {
+    case 32: return launch<T, 32>(p, in, out, ctx, options);
+    case 64: return launch<T, 64>(p, in, out, ctx, options);
+    case 96: return launch<T, 96>(p, in, out, ctx, options);
+    case 128: return launch<T, 128>(p, in, out, ctx, options);
+    default: return launch<T, 256>(p, in, out, ctx, options);
+  }
+}
+
+// K or V [B, Hkv, N, D] → [B, Hq, N, D], each K/V head copied to the G query heads that read it:
+// 16 bytes per thread, a grid-stride loop.
+__global__ void repeat_heads_kernel(const int4* from, int4* to, long long chunks_per_head, int group,
+                                    long long total_chunks) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total_chunks;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long head = i / chunks_per_head, within = i % chunks_per_head;
+    to[i] = from[head / group * chunks_per_head + within];
+  }
+}
+
+}  // namespace
+
+int choose_splits(std::int64_t blocks, std::int64_t key_tiles, std::int64_t slots, std::int64_t min_tiles,
+                  int max_splits) {
+  if (blocks <= 0 || key_tiles <= 0 || slots <= 0) return 1;
+  // Blocks enough for 80 % of the GPU already: splitting adds the merge and gains little
+  // (FlashAttention-2's flash_api.cpp uses the same 80 % threshold).
+  if (blocks * 5 >= slots * 4) return 1;
+  const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(max_splits, key_tiles / std::max<std::int64_t>(min_tiles, 1)));
+  // The fullness of the last wave of blocks·s blocks on `slots` at a time: 1 when it is full.
+  auto fullness = [&](std::int64_t s) {
+    const double waves = static_cast<double>(blocks * s) / static_cast<double>(slots);
+    return waves / std::ceil(waves);
+  };
+  double best = 0.0;
+  for (std::int64_t s = 1; s <= most; ++s) best = std::max(best, fullness(s));
+  for (std::int64_t s = 1; s <= most; ++s)
+    if (fullness(s) >= 0.95 * best) return static_cast<int>(s);
+  return 1;
+}
+
+DecodePlan plan_decode(const Problem& p, int splits) {
+  p.require(kSupports);
+  const bool half = p.dtype == DType::float16;
+  switch (p.dim) {
+    case 32: return half ? plan_for<__half, 32>(p, splits) : plan_for<__nv_bfloat16, 32>(p, splits);
+    case 64: return half ? plan_for<__half, 64>(p, splits) : plan_for<__nv_bfloat16, 64>(p, splits);
+    case 96: return half ? plan_for<__half, 96>(p, splits) : plan_for<__nv_bfloat16, 96>(p, splits);
+    case 128: return half ? plan_for<__half, 128>(p, splits) : plan_for<__nv_bfloat16, 128>(p, splits);
+    default: return half ? plan_for<__half, 256>(p, splits) : plan_for<__nv_bfloat16, 256>(p, splits);
+  }
+}
+
+void decode_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+                    const DecodeOptions& options) {
+  p.require(kSupports);
+  if (p.dtype == DType::float16)
+    dispatch<__half>(p, in, out, ctx, options);
+  else
+    dispatch<__nv_bfloat16>(p, in, out, ctx, options);
+}
+
+void attention_forward_split_kv(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                DeviceContext& ctx) {
+  decode_forward(p, in, out, ctx, DecodeOptions{});
+}
+
+void attention_forward_one_split(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                 DeviceContext& ctx) {
+  decode_forward(p, in, out, ctx, DecodeOptions{.splits = 1});
+}
+
+void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                            DeviceContext& ctx) {
+  if (p.kv_heads() == p.heads) return step07::attention_forward(p, in, out, ctx);
+  Problem mha = p;
+  mha.heads_kv = 0;
+  const std::size_t bytes = static_cast<std::size_t>(mha.kv_elements()) * size_of(p.dtype);
+  const long long chunks_per_head = p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;
+  const long long total = mha.batch * mha.heads * chunks_per_head;
+  if (p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) % 16 != 0)
+    throw UsageError("stage 07 with repeated heads: a head's K/V must be a multiple of 16 bytes");
+  auto repeat = [&](ConstTensorView from, const char* name) {
+    void* to = ctx.scratch(name, bytes);
+    const unsigned blocks = static_cast<unsigned>(std::min<long long>((total + 255) / 256, 65535));
+    repeat_heads_kernel<<<blocks, 256, 0, ctx.stream>>>(static_cast<const int4*>(from.data), static_cast<int4*>(to),
+                                                         chunks_per_head, static_cast<int>(p.heads / p.kv_heads()),
+                                                         total);
+    FA_CUDA_CHECK_LAUNCH();
+    return ConstTensorView{to, p.dtype, kv_shape(mha)};
+  };
+  ctx.kernel_begin("repeat K/V");
+  const AttentionInputs repeated{in.q, repeat(in.k, "K repeated to Hq heads"), repeat(in.v, "V repeated to Hq heads")};
+  ctx.kernel_end("repeat K/V");
+  step07::attention_forward(mha, repeated, out, ctx);
+}
+
+std::string device_refusal(const Problem& p) {
+  if (!cuda_skip_reason(kStageMinComputeCapability).empty()) return "";  // the harness skips
+  long long smem = 0;
+  switch (p.dim) {
+    case 32: smem = StageConfig<32>::kSmemBytes; break;
+    case 64: smem = StageConfig<64>::kSmemBytes; break;
+    case 96: smem = StageConfig<96>::kSmemBytes; break;
+    case 128: smem = StageConfig<128>::kSmemBytes; break;
+    case 256: smem = StageConfig<256>::kSmemBytes; break;
+    default: return "";  // the CLI refuses it (kSupports)
+  }
+  if (std::string refusal = shared_memory_refusal(smem, "stage 10's decode kernel at D = " + std::to_string(p.dim));
+      !refusal.empty())
+    return refusal;
+  return step07::device_refusal(p);  // the comparison beside it
+}
+
+}  // namespace fa::step10

@@ -1,0 +1,64 @@
+// Stage 10 — attention as inference runs it: grouped-query heads and split-KV decoding (a few
+// query rows against a long key/value cache), the splits merged by the LSE rule (inference.cu,
+// decode_kernel.cuh, split_merge.hpp; docs/10_inference.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/problem.hpp"
+#include "fa/tensor.hpp"
+
+namespace fa::step10 {
+
+// fp16 or bf16 (float32 accumulators, partials and LSE); grouped heads (Hq a multiple of Hkv,
+// Hkv = 1 is multi-query); D = 64 and 128 tuned, 32, 96, 256 correct. Nq is any length (decoding
+// is Nq = 1 to 16; longer Nq runs, 16 rows per block, but is stage 07/09's shape).
+inline const Supports kSupports{
+    .dtypes = {DType::bfloat16, DType::float16}, .dims = {32, 64, 96, 128, 256}, .grouped_heads = true};
+
+struct DecodeOptions {
+  int splits = 0;                   // key chunks; 0: choose_splits on this GPU
+  const int* cache_lens = nullptr;  // device [B]: each batch entry's cache length (<= Nk); nullptr: Nk
+};
+
+// Split-KV decoding (fa::DeviceForward with options): Q [B, Hq, Nq, D], K, V [B, Hkv, Nk, D] of
+// p.dtype, 16-byte aligned; O and LSE written. With more than one split, the partial results
+// (splits · B·Hq·Nq · (D + 1) floats) live in ctx's scratch, counted on its meter.
+void decode_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+                    const DecodeOptions& options);
+
+// The stage's variants, as fa::DeviceForward: the splits chosen for this GPU, and one split (one
+// block per (batch, K/V head, 16 rows): what the grid is without the idea).
+void attention_forward_split_kv(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                DeviceContext& ctx);
+void attention_forward_one_split(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                 DeviceContext& ctx);
+
+// The previous stage on the same problem: K and V repeated to Hq heads (scratch, counted), then
+// stage 07's forward, which knows no grouped heads. Its time includes the repeat.
+void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                            DeviceContext& ctx);
+
+// The number of key chunks (docs/10_inference.md, "How many splits"): `blocks` blocks without
+// splitting (B·Hkv·row tiles), `key_tiles` tiles of keys, `slots` blocks the GPU runs at once (SMs
+// times blocks per SM), `min_tiles` the fewest tiles a chunk should hold. One split when the
+// blocks nearly fill the GPU already; otherwise the fewest splits whose last wave is at least 95 %
+// as full as the best (waves of slots blocks: a half-empty last wave idles half the GPU).
+int choose_splits(std::int64_t blocks, std::int64_t key_tiles, std::int64_t slots, std::int64_t min_tiles,
+                  int max_splits = 128);
+
+// What the kernel's launch would be on this GPU for p: splits and blocks (for the chapter's table
+// and the tests).
+struct DecodePlan {
+  int splits = 1, tiles_per_split = 0, key_tile = 0;
+  std::int64_t blocks = 0, slots = 0;
+};
+DecodePlan plan_decode(const Problem& p, int splits = 0);
+
+// For the stage's main, before the run: the one line of a refusal when this GPU cannot run the
+// kernel at p.dim (its shared memory), empty otherwise (and without a suitable GPU).
+std::string device_refusal(const Problem& p);
+
+}  // namespace fa::step10

@@ -1,0 +1,187 @@
+// Stage 10's split-KV decoding against float64 with the tolerance 16-bit rounding allows
+// (docs/tolerance.md): Nq = 1 to 16 (and longer), caches that are no multiple of the key tiles or of
+// the splits, grouped heads (G = 1, 3, 4, 8; multi-query), causal with rows that see no key,
+// splits forced to 1, to more than the tiles, and chosen; fp16 and bf16; every head dim; large
+// logits; batches of caches of different lengths; the partials' memory measured; against stage 07
+// on the same problem (K/V heads repeated). The split heuristic on a table of shapes.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "10_inference/inference.cuh"
+#include "fa/compare.hpp"
+#include "fa/cuda/device.cuh"
+#include "fa/cuda/device_buffer.cuh"
+#include "fa/cuda/stage_arch.cuh"
+#include "fa/random.hpp"
+#include "fa/testing.hpp"
+
+namespace {
+
+constexpr fa::DType kDtypes[] = {fa::DType::bfloat16, fa::DType::float16};
+
+fa::Problem decode_problem(std::int64_t nq, std::int64_t nk, std::int64_t d, bool causal, std::int64_t heads,
+                           std::int64_t heads_kv, fa::DType t, std::int64_t batch = 2) {
+  fa::Problem p = fa::testing::problem(nq, nk, d, causal, batch, heads);
+  p.heads_kv = heads_kv;
+  p.dtype = t;
+  return p;
+}
+
+fa::DeviceForward with_splits(int splits) {
+  return [splits](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
+                  fa::DeviceContext& ctx) {
+    fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits});
+  };
+}
+
+// One case at the given splits (0: chosen): against float64 on every row, rows without keys
+// exactly 0 and −inf, and the memory beyond the tensors exactly the partial results.
+void check_case(const fa::Problem& p, std::uint64_t seed, int splits, fa::InputKind kind = fa::InputKind::normal) {
+  const fa::step10::DecodePlan plan = fa::step10::plan_decode(p, splits);
+  INFO(p.describe() << " " << fa::to_string(p.dtype) << ", " << plan.splits << " splits");
+  const fa::AttentionData in = fa::make_inputs(p, seed, kind);
+  const fa::GpuRun r = fa::run_once(p, in, with_splits(splits));
+  const std::int64_t partials = plan.splits > 1 ? plan.splits * p.batch * p.heads * p.seq_q * (p.dim + 1) * 4 : 0;
+  CHECK(r.extra_bytes == partials);
+  fa::testing::check_verified(p, in, r.out, "10 split_kv");
+  if (p.causal) fa::testing::check_empty_rows(p, r.out);
+}
+
+void skip_without_gpu() { fa::exit_skipped_below(fa::kStageMinComputeCapability); }
+
+}  // namespace
+
+TEST_CASE("choose_splits: one split when the blocks fill the GPU, else the fewest that fill the last wave") {
+  using fa::step10::choose_splits;
+  // 132 blocks at once. One sequence, 8 K/V heads: 16 splits make 128 blocks (97 % of one wave),
+  // the best of 1..32; 8 keys tiles per split at the least.
+  CHECK(choose_splits(8, 256, 132, 8) == 16);
+  CHECK(choose_splits(8, 4096, 132, 8) == 16);  // a longer cache: the same waves, longer chunks
+  CHECK(choose_splits(128, 256, 132, 8) == 1);  // batch 16 × 8 heads: 97 % full without splitting
+  CHECK(choose_splits(106, 256, 132, 8) == 1);  // 80 % full: FlashAttention-2's threshold
+  CHECK(choose_splits(8, 40, 132, 8) == 5);     // a short cache: at most 40 / 8 = 5 chunks
+  CHECK(choose_splits(8, 7, 132, 8) == 1);      // shorter than one chunk
+  CHECK(choose_splits(1, 100000, 132, 8) == 122);  // one head: 122 of 132 SMs (95 % of the best, 128)
+  CHECK(choose_splits(0, 10, 132, 8) == 1);
+  for (std::int64_t blocks = 1; blocks < 300; blocks += 7)
+    for (std::int64_t tiles : {1, 9, 64, 1000}) {
+      const int s = choose_splits(blocks, tiles, 132, 8);
+      CHECK(s >= 1);
+      CHECK(s <= 128);
+      CHECK((s == 1 || s * 8 <= tiles));
+    }
+}
+
+TEST_CASE("decoding against float64: Nq = 1 to 16, grouped heads, caches off every tile, fp16 and bf16") {
+  skip_without_gpu();
+  struct Heads {
+    std::int64_t q, kv;
+  };
+  const Heads heads[] = {{8, 2}, {4, 4}, {6, 1}, {24, 3}};
+  std::uint64_t seed = 10000;
+  for (const fa::DType t : kDtypes)
+    for (const std::int64_t d : {64, 128})
+      for (const Heads h : heads)
+        for (const std::int64_t nq : {1, 4, 16})
+          for (const std::int64_t nk : {1, 77, 1000, 4097})
+            for (const bool causal : {false, true}) {
+              const fa::Problem p = decode_problem(nq, nk, d, causal, h.q, h.kv, t);
+              for (const int splits : {0, 1, 3}) check_case(p, ++seed, splits);
+            }
+}
+
+TEST_CASE("more splits than key tiles, rows past 16 per K/V head, Nq > Nk, and the other head dims") {
+  skip_without_gpu();
+  std::uint64_t seed = 10500;
+  for (const fa::DType t : kDtypes) {
+    // 128 chunks of a 300-key cache: most chunks empty (LSE −inf, weight 0).
+    check_case(decode_problem(1, 300, 128, false, 8, 2, t), ++seed, 128);
+    check_case(decode_problem(3, 300, 64, true, 8, 1, t), ++seed, 128);
+    // G·Nq = 8 · 5 = 40 rows: three 16-row tiles, the last one partly padding; causal Nq > Nk.
+    check_case(decode_problem(5, 3, 64, true, 8, 1, t), ++seed, 0);
+    check_case(decode_problem(40, 33, 128, true, 8, 1, t), ++seed, 2);
+    // Prefill-like: Nq = Nk = 200 (13 row tiles per head), causal, MHA.
+    check_case(decode_problem(200, 200, 64, true, 2, 2, t), ++seed, 0);
+    for (const std::int64_t d : {32, 96, 256})
+      for (const bool causal : {false, true}) {
+        check_case(decode_problem(2, 1500, d, causal, 4, 2, t), ++seed, 0);
+        check_case(decode_problem(2, 1500, d, causal, 4, 2, t), ++seed, 5);
+      }
+  }
+  check_case(decode_problem(4, 3000, 128, true, 8, 2, fa::DType::bfloat16), ++seed, 0, fa::InputKind::large_logits);
+  check_case(decode_problem(1, 3000, 64, false, 8, 8, fa::DType::float16), ++seed, 7, fa::InputKind::large_logits);
+}
+
+TEST_CASE("the chosen splits split a long cache of one sequence, and the result matches stage 07 on every row") {
+  skip_without_gpu();
+  // B = 1, 32 query heads on 8, 32k keys: what the stage is for. Sampled rows against float64
+  // (all 32 rows here), every row against stage 07 on K/V repeated to 32 heads.
+  const fa::Problem p = decode_problem(1, 32768, 128, false, 32, 8, fa::DType::bfloat16, 1);
+  const fa::step10::DecodePlan plan = fa::step10::plan_decode(p);
+  CHECK(plan.splits > 1);
+  CHECK(plan.blocks * plan.splits <= 2 * plan.slots);
+  const fa::AttentionData in = fa::make_inputs(p, 10900);
+  const fa::GpuRun ours = fa::run_once(p, in, fa::step10::attention_forward_split_kv);
+  fa::VerifyPlan all_rows;
+  all_rows.max_full_flops = 1e30;
+  all_rows.previous = fa::PreviousStage{"07 flash", fa::gpu_forward(fa::step10::stage07_repeated_heads)};
+  const fa::Verification v = fa::verify_forward(p, in, ours.out, all_rows, 0);
+  for (const fa::CompareReport& r : v.reports) CHECK_MESSAGE(r.ok(), r.summary());
+  CHECK_MESSAGE(v.against.find("07 flash (all rows)") != std::string::npos, v.against);
+}
+
+TEST_CASE("a batch of caches of different lengths: each entry as if it were alone") {
+  skip_without_gpu();
+  // Capacity Nk = 2000; entry b holds cache_lens[b] keys (the rest of its rows are garbage and must
+  // not be read: NaN here). Each entry is checked against float64 on its own keys.
+  for (const bool causal : {false, true}) {
+    const std::vector<int> lens = {2000, 1, 77, 0, 1500};
+    fa::Problem p = decode_problem(3, 2000, 128, causal, 8, 2, fa::DType::bfloat16, static_cast<std::int64_t>(lens.size()));
+    fa::AttentionData in = fa::make_inputs(p, causal ? 10950 : 10951);
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t h = 0; h < p.kv_heads(); ++h)
+        for (std::int64_t j = lens[b]; j < p.seq_k; ++j)
+          for (std::int64_t c = 0; c < p.dim; ++c) {
+            const std::int64_t at = ((b * p.kv_heads() + h) * p.seq_k + j) * p.dim + c;
+            in.k.set(at, NAN);
+            in.v.set(at, NAN);
+          }
+    fa::MemoryMeter meter;
+    fa::DeviceBuffer<int> lens_device(meter, lens.size());
+    lens_device.upload(lens.data(), lens.size());
+    const int* lens_ptr = lens_device.data();
+    const fa::GpuRun r = fa::run_once(p, in, [lens_ptr](const fa::Problem& q, const fa::AttentionInputs& i,
+                                                        const fa::AttentionOutputs& o, fa::DeviceContext& ctx) {
+      fa::step10::decode_forward(q, i, o, ctx, fa::step10::DecodeOptions{.splits = 0, .cache_lens = lens_ptr});
+    });
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      fa::Problem one = p;
+      one.batch = 1;
+      one.seq_k = lens[b];
+      INFO("entry " << b << ", " << lens[b] << " keys, " << (causal ? "causal" : "not causal"));
+      fa::AttentionResult got(one);
+      const std::int64_t q_per = p.heads * p.seq_q * p.dim, l_per = p.heads * p.seq_q;
+      for (std::int64_t e = 0; e < q_per; ++e) got.o.set(e, r.out.o.get(b * q_per + e));
+      for (std::int64_t e = 0; e < l_per; ++e) got.lse.set(e, r.out.lse.get(b * l_per + e));
+      if (lens[b] == 0) {  // no key at all: O = 0 and LSE = −inf on every row
+        for (std::int64_t e = 0; e < l_per; ++e) CHECK(got.lse.get(e) == -INFINITY);
+        for (std::int64_t e = 0; e < q_per; ++e) CHECK(got.o.get(e) == 0.0f);
+        continue;
+      }
+      fa::AttentionData alone{fa::HostTensor(fa::q_shape(one), p.dtype), fa::HostTensor(fa::kv_shape(one), p.dtype),
+                              fa::HostTensor(fa::kv_shape(one), p.dtype), {}};
+      for (std::int64_t e = 0; e < q_per; ++e) alone.q.set(e, in.q.get(b * q_per + e));
+      for (std::int64_t h = 0; h < p.kv_heads(); ++h)
+        for (std::int64_t e = 0; e < lens[b] * p.dim; ++e) {
+          const std::int64_t from = ((b * p.kv_heads() + h) * p.seq_k) * p.dim + e;
+          alone.k.set(h * lens[b] * p.dim + e, in.k.get(from));
+          alone.v.set(h * lens[b] * p.dim + e, in.v.get(from));
+        }
+      fa::testing::check_verified(one, alone, got, "10 split_kv, one cache of the batch");
+      if (causal) fa::testing::check_empty_rows(one, got);
+    }
+  }
+}

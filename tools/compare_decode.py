@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""compare_decode.py — decoding (a few queries against a long K/V cache with grouped heads): PyTorch's
+SDPA backends with enable_gqa=True and this GPU's copy bandwidth, measured, as rows of one results
+file beside stage 10's executable.
+
+    compare_decode.py --exe build/steps/10_inference/step10_inference --json OUT.json
+                      [--batch 1,16] [--seq-k 8k,16k,32k,128k] [--seq-q 1] [--heads 32] [--heads-kv 8]
+                      [--dim 128] [--dtype bfloat16] [--backends flash,cudnn,efficient,math]
+                      [--reps 50] [--warmup 5] [--seed 0] [--commit SHA] [--check-seq-k 8k]
+
+Per case (every batch × every cache length), in one process and one run:
+  * the anchors: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True) with one
+    backend forced at a time, Q [B, Hq, Nq, D], K, V [B, Hkv, Nk, D], not causal (SDPA's is_causal is
+    aligned top-left, the course's bottom-right: with Nq = 1 the course's causal row sees every key,
+    SDPA's only the first). Rows "stage": "anchor", "variant": "sdpa_<backend>"; a backend that
+    refuses the case is a `skipped` row with its reason.
+  * the stage: EXE --batch B --heads Hq --heads-kv Hkv --seq-q Nq --seq-k Nk --dim D --dtype T
+    --reps R --warmup W --json FILE, its rows merged unchanged (it draws and verifies its own inputs:
+    float64 on sampled rows and stage 07 on every row, the course's rules).
+Times: the stage's harness and this script time alike: before each timed call 2 × L2 bytes are
+written (the L2 cache flushed: a cache of 8k keys, 32 MiB, would otherwise be read from L2, not
+memory), then CUDA events around the call; the median of --reps after --warmup calls.
+Bytes: K and V read once, B·Hkv·Nk·D·2 elements: each row gets "cache_gbps" (those bytes over its
+median) and "of_copy" (that rate over the copy bandwidth below).
+The copy bandwidth: one "anchor" row "variant": "copy": dst.copy_(src) of 1 GiB on the device,
+counted as read + write (2 GiB per copy), the median of --reps; the floor of a decoding step's time
+is the cache's bytes over it (docs/10_inference.md, the roofline).
+Cross-check: for the cases with Nk = --check-seq-k and B = 1, the stage also runs on PyTorch's inputs
+(--load, --save) and its O must match PyTorch's and a float64 reference by the course's tolerance
+rule (compare_pytorch.py's), else the run fails.
+Exit: 0 when every stage run exited 0 and every cross-check passed; 1 otherwise; 2 bad usage.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_pytorch as cp  # noqa: E402  (the course's results writer, .npy files, tolerance rule)
+
+PROG = "compare_decode.py"
+
+
+def parse_args(argv):
+    ap = cp.OneLineParser(prog=PROG, description="decoding: SDPA with enable_gqa=True and the copy bandwidth "
+                          "beside stage 10 (the file's docstring says it all)")
+    ap.add_argument("--exe", required=True, help="stage 10's executable")
+    ap.add_argument("--json", required=True, help="the results file to write")
+    ap.add_argument("--batch", default="1,16", type=cp.sizes)
+    ap.add_argument("--seq-k", default="8k,16k,32k,128k", type=cp.sizes)
+    ap.add_argument("--seq-q", default=1, type=int)
+    ap.add_argument("--heads", default=32, type=int)
+    ap.add_argument("--heads-kv", default=8, type=int)
+    ap.add_argument("--dim", default=128, type=int)
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    ap.add_argument("--backends", default="flash,cudnn,efficient,math")
+    ap.add_argument("--reps", default=50, type=int)
+    ap.add_argument("--warmup", default=5, type=int)
+    ap.add_argument("--seed", default=0, type=int)
+    ap.add_argument("--commit", default="")
+    ap.add_argument("--check-seq-k", default="8k", type=cp.sizes)
+    ap.add_argument("--stage-timeout", default=600, type=float)
+    args = ap.parse_args(argv)
+    if args.heads % args.heads_kv:
+        raise cp.UsageError("--heads must be a multiple of --heads-kv")
+    return args
+
+
+def timed(torch, call, reps, warmup, flush):
+    """Median ms of call(), each timed call after a write of `flush` (the L2 flushed), CUDA events."""
+    for _ in range(warmup):
+        call()
+    times = []
+    for i in range(reps):
+        flush.fill_(i & 0xFF)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times), min(times), max(times)
+
+
+def base_row(variant, b, args, nk):
+    return {"stage": "anchor", "variant": variant, "pass": "fwd", "batch": b, "heads": args.heads,
+            "heads_kv": args.heads_kv, "seq_q": args.seq_q, "seq_k": nk, "dim": args.dim, "dtype": args.dtype,
+            "causal": False, "scale": 1.0 / math.sqrt(args.dim), "status": "ok", "note": "", "median_ms": None,
+            "min_ms": None, "max_ms": None, "reps": 0, "tflops": None, "gbps": None, "verified": False}
+
+
+def cache_bytes(row):
+    return 2.0 * row["batch"] * row["heads_kv"] * row["seq_k"] * row["dim"] * 2  # K and V, 16-bit
+
+
+def add_rates(row, copy_gbps):
+    if row.get("status") == "ok" and row.get("median_ms"):
+        row["cache_gbps"] = cache_bytes(row) / (row["median_ms"] * 1e-3) / 1e9
+        row["of_copy"] = row["cache_gbps"] / copy_gbps if copy_gbps else None
+
+
+def run_stage(args, cmd):
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.stage_timeout)
+        return proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        return None, "timed out after %g s" % args.stage_timeout
+
+
+def main(argv=None):
+    try:
+        args = parse_args(argv)
+    except cp.UsageError as e:
+        print("%s: error: %s" % (PROG, e), file=sys.stderr)
+        return 2
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        print("%s: error: needs PyTorch (%s)" % (PROG, e), file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("%s: error: no CUDA device" % PROG, file=sys.stderr)
+        return 2
+    backend_of = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                  "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    wanted = [b for b in args.backends.split(",") if b]
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype]
+    prop = torch.cuda.get_device_properties(0)
+    device = {"name": prop.name, "cuda_runtime": torch.version.cuda or "", "sm_count": str(prop.multi_processor_count),
+              "memory_bytes": str(prop.total_memory), "torch": torch.__version__,
+              "cudnn": str(torch.backends.cudnn.version())}
+    commit = args.commit or "unknown"
+    l2 = getattr(prop, "L2_cache_size", 50 << 20) or (50 << 20)
+    flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+    rows, summary, failures = [], [], 0
+
+    # The copy bandwidth: 1 GiB, read + write.
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").fill_(1)
+    dst = torch.empty_like(src)
+    med, lo, hi = timed(torch, lambda: dst.copy_(src), args.reps, args.warmup, flush)
+    copy_gbps = 2.0 * src.numel() / (med * 1e-3) / 1e9
+    rows.append({"stage": "anchor", "variant": "copy", "pass": "copy", "bytes": 2 * src.numel(), "median_ms": med,
+                 "min_ms": lo, "max_ms": hi, "reps": args.reps, "gbps": copy_gbps, "status": "ok",
+                 "note": "dst.copy_(src) of 1 GiB, read + write", "git_commit": commit, "device": prop.name})
+    print("copy bandwidth: %.0f GB/s (1 GiB, read + write)" % copy_gbps, flush=True)
+    del src, dst
+
+    gen = torch.Generator(device="cuda")
+    for b in args.batch:
+        for nk in args.seq_k:
+            name = "B=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d %s" % (b, args.heads, args.heads_kv, args.seq_q, nk, args.dim,
+                                                           args.dtype)
+            gen.manual_seed(args.seed)
+            q = torch.randn((b, args.heads, args.seq_q, args.dim), generator=gen, device="cuda", dtype=dtype)
+            k = torch.randn((b, args.heads_kv, nk, args.dim), generator=gen, device="cuda", dtype=dtype)
+            v = torch.randn((b, args.heads_kv, nk, args.dim), generator=gen, device="cuda", dtype=dtype)
+            best, outputs = None, {}
+            for backend in wanted:
+                row = base_row("sdpa_" + backend, b, args, nk)
+                row.update(git_commit=commit, device=prop.name)
+                try:
+                    with sdpa_kernel(backend_of[backend]):
+                        call = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                        outputs[backend] = call()
+                        med, lo, hi = timed(torch, call, args.reps, args.warmup, flush)
+                    row.update(median_ms=med, min_ms=lo, max_ms=hi, reps=args.reps)
+                    flops = 4.0 * b * args.heads * args.seq_q * nk * args.dim
+                    row["tflops"] = flops / (med * 1e-3) / 1e12
+                except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+                    row.update(status="skipped", note=str(e).split("\n")[0][:200])
+                add_rates(row, copy_gbps)
+                rows.append(row)
+                if row["status"] == "ok" and (best is None or row["median_ms"] < best["median_ms"]):
+                    best = row
+                print("%-15s %s: %s" % (row["variant"], name, "%.4f ms, %.0f GB/s of cache (%.0f %% of copy)" % (
+                    row["median_ms"], row["cache_gbps"], 100 * row["of_copy"]) if row["status"] == "ok"
+                    else row["status"] + " " + row["note"][:100]), flush=True)
+
+            folder = tempfile.mkdtemp(prefix="compare_decode_")
+            try:
+                json_path = os.path.join(folder, "stage.json")
+                check = b == 1 and nk in args.check_seq_k and outputs
+                cmd = [args.exe, "--dtype", args.dtype, "--reps", str(args.reps), "--warmup", str(args.warmup),
+                       "--json", json_path]
+                if check:  # PyTorch's inputs, and the stage's output kept for the comparison
+                    in_dir, out_dir = os.path.join(folder, "in"), os.path.join(folder, "out")
+                    os.makedirs(in_dir)
+                    cp.save_inputs(torch, in_dir, (q, k, v, None), args.dtype)
+                    cmd += ["--load", in_dir, "--save", out_dir]
+                else:
+                    cmd += ["--batch", str(b), "--heads", str(args.heads), "--heads-kv", str(args.heads_kv),
+                            "--seq-q", str(args.seq_q), "--seq-k", str(nk), "--dim", str(args.dim)]
+                torch.cuda.empty_cache()
+                code, output = run_stage(args, cmd)
+                try:
+                    with open(json_path) as f:
+                        stage_rows = json.load(f).get("results", [])
+                except (OSError, ValueError):
+                    stage_rows = []
+                if code != 0 or not stage_rows:
+                    failures += 1
+                    summary.append("%s: stage FAILED (exit %s)\n%s" % (name, code, cp.tail(output)))
+                for row in stage_rows:
+                    add_rates(row, copy_gbps)
+                    rows.append(row)
+                    if row.get("status") == "ok" and row.get("stage") == "10" and best:
+                        row["vs_best_sdpa"] = best["median_ms"] / row["median_ms"]
+                        row["best_sdpa"] = best["variant"]
+                        summary.append("%s: 10 %-9s %.4f ms, %.0f GB/s of cache (%.0f %% of copy), %.2fx %s" % (
+                            name, row["variant"], row["median_ms"], row["cache_gbps"], 100 * row["of_copy"],
+                            row["vs_best_sdpa"], best["variant"]))
+                if check and code == 0:
+                    ours = cp.load_output(torch, os.path.join(out_dir, "o.npy"), tuple(q.shape)).cuda()
+                    g = args.heads // args.heads_kv
+                    ref, _ = cp.reference_attention(torch, q, k.repeat_interleave(g, dim=1),
+                                                    v.repeat_interleave(g, dim=1), False, 1.0 / math.sqrt(args.dim),
+                                                    torch.float64)
+                    theirs = next(iter(outputs.values()))
+                    u = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}[args.dtype]
+                    verdict = cp.judge(torch, ours, ref, theirs, u)
+                    ok = verdict["bad"] == 0
+                    failures += not ok
+                    summary.append("%s: O against float64 (PyTorch's error as the plain one): %s, max abs %.3g "
+                                   "(allowed %.3g + %.3g·|ref|)" % (name, "ok" if ok else "FAILED", verdict["max_abs"],
+                                                                   verdict["atol"], verdict["rtol"]))
+                    for row in stage_rows:
+                        if row.get("stage") == "10" and row.get("status") == "ok":
+                            row["vs_pytorch"] = cp.json_safe({"ok": ok, "max_abs": verdict["max_abs"],
+                                                              "atol": verdict["atol"], "rtol": verdict["rtol"]})
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            del q, k, v, outputs
+            torch.cuda.empty_cache()
+
+    doc = {"schema": "flash-course-results/2", "stage": "anchor", "command": " ".join(sys.argv),
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "git_commit": commit, "device": device, "copy_gbps": copy_gbps, "results": rows}
+    cp.write_results(args.json, doc)
+    print("\n== stage 10 against the best SDPA backend and the copy bandwidth (%.0f GB/s)" % copy_gbps)
+    for line in summary:
+        print("  " + line)
+    print("%s: %d rows written to %s" % (PROG, len(rows), args.json))
+    if failures:
+        print("%s: FAIL: %d stage run(s) failed or disagreed with the reference" % (PROG, failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
