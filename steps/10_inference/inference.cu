@@ -38,8 +38,13 @@ template <>
 struct StageConfig<64> : DecodeConfig<64, 4, 64, 2> {};
 template <>
 struct StageConfig<96> : DecodeConfig<96, 4, 32, 2> {};
+#ifndef FA_DECODE_WARPS  // (an A/B hook, removed once chosen)
+#define FA_DECODE_WARPS 4
+#define FA_DECODE_BC 32
+#define FA_DECODE_STAGES 2
+#endif
 template <>
-struct StageConfig<128> : DecodeConfig<128, 4, 32, 2> {};
+struct StageConfig<128> : DecodeConfig<128, FA_DECODE_WARPS, FA_DECODE_BC, FA_DECODE_STAGES> {};
 template <>
 struct StageConfig<256> : DecodeConfig<256, 4, 16, 2> {};
 

@@ -1,7 +1,9 @@
 // event_timer.cuh — GPU timing with CUDA events: warm-up first, then the median of many runs.
 //
-// Before every timed run the L2 cache is flushed (a memset of a buffer twice its size, outside
-// the timed region), so that small problems are not timed out of a warm cache.
+// Before every timed run the L2 cache is flushed (a buffer twice its size read through it, outside
+// the timed region), so that small problems are not timed out of a warm cache. Read, not written:
+// a memset would leave L2 full of dirty lines, and a kernel that reads less than L2 holds (a
+// decoding step: 32 MiB of cache) would pay for writing them back inside its timed region.
 #pragma once
 
 #include <cuda_runtime.h>
