@@ -29,7 +29,9 @@ namespace {
 
 // The tile shape per head dim (DecodeConfig<D, warps, Bc keys per warp tile, stages>): 4 warps,
 // two stages of K and V per warp, 8 KiB per tile (64 keys at D <= 64, 32 at 96 and 128, 16 at 256),
-// about 130 KiB of shared memory per block. Chosen for D = 128 (docs/10_inference.md).
+// about 130 KiB of shared memory per block. At D = 128, 8 warps of 16-key tiles and 4 warps of four
+// 16-key stages ran within 4 % of it at B = 1 and 8k-128k keys (docs/results/step10_splits_h100.txt):
+// the memory, not the tile, sets the pace.
 template <int D>
 struct StageConfig;
 template <>
@@ -38,13 +40,8 @@ template <>
 struct StageConfig<64> : DecodeConfig<64, 4, 64, 2> {};
 template <>
 struct StageConfig<96> : DecodeConfig<96, 4, 32, 2> {};
-#ifndef FA_DECODE_WARPS  // (an A/B hook, removed once chosen)
-#define FA_DECODE_WARPS 4
-#define FA_DECODE_BC 32
-#define FA_DECODE_STAGES 2
-#endif
 template <>
-struct StageConfig<128> : DecodeConfig<128, FA_DECODE_WARPS, FA_DECODE_BC, FA_DECODE_STAGES> {};
+struct StageConfig<128> : DecodeConfig<128, 4, 32, 2> {};
 template <>
 struct StageConfig<256> : DecodeConfig<256, 4, 16, 2> {};
 
@@ -169,20 +166,14 @@ __global__ void repeat_heads_kernel(const int4* from, int4* to, long long chunks
 int choose_splits(std::int64_t blocks, std::int64_t key_tiles, std::int64_t slots, std::int64_t min_tiles,
                   int max_splits) {
   if (blocks <= 0 || key_tiles <= 0 || slots <= 0) return 1;
-  // Blocks enough for 80 % of the GPU already: splitting adds the merge and gains little
-  // (FlashAttention-2's flash_api.cpp uses the same 80 % threshold).
-  if (blocks * 5 >= slots * 4) return 1;
-  const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(max_splits, key_tiles / std::max<std::int64_t>(min_tiles, 1)));
-  // The fullness of the last wave of blocks·s blocks on `slots` at a time: 1 when it is full.
-  auto fullness = [&](std::int64_t s) {
-    const double waves = static_cast<double>(blocks * s) / static_cast<double>(slots);
-    return waves / std::ceil(waves);
-  };
-  double best = 0.0;
-  for (std::int64_t s = 1; s <= most; ++s) best = std::max(best, fullness(s));
-  for (std::int64_t s = 1; s <= most; ++s)
-    if (fullness(s) >= 0.95 * best) return static_cast<int>(s);
-  return 1;
+  // Blocks that stream from memory at once: about half the GPU's slots keep the H100's memory busy
+  // (measured, docs/results/step10_splits_h100.txt: 64 blocks beat 128 at 32k and 128k keys, and
+  // each further split adds its block's start and end, and its partial result).
+  const std::int64_t streaming = (slots + 1) / 2;
+  if (blocks >= streaming) return 1;
+  const std::int64_t most = std::max<std::int64_t>(
+      1, std::min<std::int64_t>(max_splits, key_tiles / std::max<std::int64_t>(min_tiles, 1)));
+  return static_cast<int>(std::min<std::int64_t>(most, (streaming + blocks - 1) / blocks));
 }
 
 DecodePlan plan_decode(const Problem& p, int splits) {

@@ -44,8 +44,8 @@ void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const A
 // The number of key chunks (docs/10_inference.md, "How many splits"): `blocks` blocks without
 // splitting (B·Hkv·row tiles), `key_tiles` tiles of keys, `slots` blocks the GPU runs at once (SMs
 // times blocks per SM), `min_tiles` the fewest tiles a chunk should hold. One split when the
-// blocks nearly fill the GPU already; otherwise the fewest splits whose last wave is at least 95 %
-// as full as the best (waves of slots blocks: a half-empty last wave idles half the GPU).
+// blocks fill half the slots already; otherwise the fewest splits that do, at most max_splits and
+// key_tiles / min_tiles (half: what the H100's memory needed, measured).
 int choose_splits(std::int64_t blocks, std::int64_t key_tiles, std::int64_t slots, std::int64_t min_tiles,
                   int max_splits = 128);
 

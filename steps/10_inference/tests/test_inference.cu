@@ -54,17 +54,18 @@ void skip_without_gpu() { fa::exit_skipped_below(fa::kStageMinComputeCapability)
 
 }  // namespace
 
-TEST_CASE("choose_splits: one split when the blocks fill the GPU, else the fewest that fill the last wave") {
+TEST_CASE("choose_splits: one split when the blocks fill half the GPU, else the fewest splits that do") {
   using fa::step10::choose_splits;
-  // 132 blocks at once. One sequence, 8 K/V heads: 16 splits make 128 blocks (97 % of one wave),
-  // the best of 1..32; 8 keys tiles per split at the least.
-  CHECK(choose_splits(8, 256, 132, 8) == 16);
-  CHECK(choose_splits(8, 4096, 132, 8) == 16);  // a longer cache: the same waves, longer chunks
-  CHECK(choose_splits(128, 256, 132, 8) == 1);  // batch 16 × 8 heads: 97 % full without splitting
-  CHECK(choose_splits(106, 256, 132, 8) == 1);  // 80 % full: FlashAttention-2's threshold
+  // 132 blocks at once, 66 streaming. One sequence, 8 K/V heads: 9 splits make 72 blocks.
+  CHECK(choose_splits(8, 256, 132, 8) == 9);
+  CHECK(choose_splits(8, 4096, 132, 8) == 9);   // a longer cache: the same blocks, longer chunks
+  CHECK(choose_splits(128, 256, 132, 8) == 1);  // batch 16 × 8 heads: enough blocks without splitting
+  CHECK(choose_splits(66, 256, 132, 8) == 1);   // exactly half
+  CHECK(choose_splits(65, 256, 132, 8) == 2);
   CHECK(choose_splits(8, 40, 132, 8) == 5);     // a short cache: at most 40 / 8 = 5 chunks
   CHECK(choose_splits(8, 7, 132, 8) == 1);      // shorter than one chunk
-  CHECK(choose_splits(1, 100000, 132, 8) == 122);  // one head: 122 of 132 SMs (95 % of the best, 128)
+  CHECK(choose_splits(1, 100000, 132, 8) == 66);  // one head: 66 chunks
+  CHECK(choose_splits(1, 100000, 1000, 8, 128) == 128);  // capped
   CHECK(choose_splits(0, 10, 132, 8) == 1);
   for (std::int64_t blocks = 1; blocks < 300; blocks += 7)
     for (std::int64_t tiles : {1, 9, 64, 1000}) {
@@ -72,6 +73,7 @@ TEST_CASE("choose_splits: one split when the blocks fill the GPU, else the fewes
       CHECK(s >= 1);
       CHECK(s <= 128);
       CHECK((s == 1 || s * 8 <= tiles));
+      CHECK((s == 1 || blocks * (s - 1) < 66));  // no more splits than half the GPU needs
     }
 }
 
@@ -122,7 +124,8 @@ TEST_CASE("the chosen splits split a long cache of one sequence, and the result 
   const fa::Problem p = decode_problem(1, 32768, 128, false, 32, 8, fa::DType::bfloat16, 1);
   const fa::step10::DecodePlan plan = fa::step10::plan_decode(p);
   CHECK(plan.splits > 1);
-  CHECK(plan.blocks * plan.splits <= 2 * plan.slots);
+  CHECK(plan.blocks * plan.splits >= plan.slots / 2);
+  CHECK(plan.blocks * (plan.splits - 1) < plan.slots / 2 + 1);
   const fa::AttentionData in = fa::make_inputs(p, 10900);
   const fa::GpuRun ours = fa::run_once(p, in, fa::step10::attention_forward_split_kv);
   fa::VerifyPlan all_rows;
