@@ -23,7 +23,7 @@ memory; read, not written, so that no dirty lines are written back inside the ti
 CUDA events around the call; the median of --reps after --warmup calls.
 Bytes: K and V read once, B·Hkv·Nk·D·2 elements: each row gets "cache_gbps" (those bytes over its
 median) and "of_copy" (that rate over the copy bandwidth below).
-The copy bandwidth: one "anchor" row "variant": "copy": dst.copy_(src) of 1 GiB on the device,
+The copy bandwidth, in the file's header ("copy_bandwidth"): dst.copy_(src) of 1 GiB on the device,
 counted as read + write (2 GiB per copy), the median of --reps; the floor of a decoding step's time
 is the cache's bytes over it (docs/10_inference.md, the roofline).
 Cross-check: for the cases with Nk = --check-seq-k and B = 1, the stage also runs on PyTorch's inputs
@@ -151,9 +151,8 @@ def main(argv=None):
     dst = torch.empty_like(src)
     med, lo, hi = timed(torch, lambda: dst.copy_(src), args.reps, args.warmup, flush)
     copy_gbps = 2.0 * src.numel() / (med * 1e-3) / 1e9
-    rows.append({"stage": "anchor", "variant": "copy", "pass": "copy", "bytes": 2 * src.numel(), "median_ms": med,
-                 "min_ms": lo, "max_ms": hi, "reps": args.reps, "gbps": copy_gbps, "status": "ok",
-                 "note": "dst.copy_(src) of 1 GiB, read + write", "git_commit": commit, "device": prop.name})
+    copy_row = {"bytes": 2 * src.numel(), "median_ms": med, "min_ms": lo, "max_ms": hi, "reps": args.reps,
+                "gbps": copy_gbps, "note": "dst.copy_(src) of 1 GiB, read + write"}
     print("copy bandwidth: %.0f GB/s (1 GiB, read + write)" % copy_gbps, flush=True)
     del src, dst
 
@@ -246,7 +245,7 @@ def main(argv=None):
 
     doc = {"schema": "flash-course-results/2", "stage": "anchor", "command": " ".join(sys.argv),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "git_commit": commit, "device": device, "copy_gbps": copy_gbps, "results": rows}
+           "git_commit": commit, "device": device, "copy_bandwidth": copy_row, "results": rows}
     cp.write_results(args.json, doc)
     print("\n== stage 10 against the best SDPA backend and the copy bandwidth (%.0f GB/s)" % copy_gbps)
     for line in summary:

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""draw_decode_roofline.py — chapter 10's decode roofline: the time of one decoding step against the
+cache's length, beside the floor that memory sets (the cache's bytes over the copy bandwidth measured
+in the same run), from a results file of tools/compare_decode.py.
+
+    draw_decode_roofline.py [RESULTS.json] [--out DIR]
+
+Default input: docs/results/compare_10_decode_h100.json; output DIR/10_decode_roofline.png (default
+DIR: docs/figures). One panel per batch size in the file: stage 10's rows (split_kv, one_split) and
+PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log; the floor is K and V read once,
+2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one line on a file that is
+not such a results file.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+STYLE = {  # variant: (label, colour, marker)
+    "split_kv": ("stage 10 split_kv", "C0", "o"),
+    "one_split": ("stage 10 one_split (no split)", "C1", "v"),
+    "sdpa_flash": ("PyTorch FA2 (sdpa_flash)", "0.0", "s"),
+    "sdpa_cudnn": ("cuDNN (sdpa_cudnn)", "0.45", "D"),
+}
+
+
+def load(path: Path):
+    try:
+        doc = json.loads(path.read_text())
+        gbps = float(doc["copy_bandwidth"]["gbps"])
+        rows = [r for r in doc["results"] if r.get("status") == "ok" and r.get("variant") in STYLE]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"draw_decode_roofline.py: error: {path}: not a compare_decode.py results file ({e})")
+    if not rows:
+        raise SystemExit(f"draw_decode_roofline.py: error: {path}: no rows to draw")
+    return doc, gbps, rows
+
+
+def cache_bytes(r) -> float:
+    return 2.0 * r["batch"] * r["heads_kv"] * r["seq_k"] * r["dim"] * 2
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, nargs="?", default=HERE.parent / "results" / "compare_10_decode_h100.json")
+    parser.add_argument("--out", type=Path, default=HERE.parent / "figures")
+    args = parser.parse_args(argv)
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"draw_decode_roofline.py: error: matplotlib is not installed for {sys.executable} "
+              "(Debian: python3-matplotlib; try /usr/bin/python3)", file=sys.stderr)
+        return 2
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    try:
+        doc, gbps, rows = load(args.results)
+    except SystemExit as e:
+        print(e, file=sys.stderr)
+        return 2
+    batches = sorted({r["batch"] for r in rows})
+    fig, axes = plt.subplots(1, len(batches), figsize=(6.4 * len(batches), 4.6), squeeze=False)
+    for ax, b in zip(axes[0], batches):
+        mine = [r for r in rows if r["batch"] == b]
+        keys = sorted({r["seq_k"] for r in mine})
+        floor = [cache_bytes(next(r for r in mine if r["seq_k"] == k)) / (gbps * 1e9) * 1e3 for k in keys]
+        ax.plot(keys, floor, color="C2", linestyle="--", label=f"floor: cache bytes / copy bandwidth ({gbps:.0f} GB/s)")
+        for variant, (label, colour, marker) in STYLE.items():
+            pts = sorted((r["seq_k"], r["median_ms"]) for r in mine if r["variant"] == variant)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, marker=marker, label=label)
+        r0 = mine[0]
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("keys in the cache (Nk)")
+        ax.set_ylabel("time of one decoding step, median (ms)")
+        ax.set_title(f"B={b}, Hq={r0['heads']}, Hkv={r0['heads_kv']}, Nq={r0['seq_q']}, D={r0['dim']}, {r0['dtype']}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    device = doc.get("device", {}).get("name", "?")
+    fig.suptitle(f"Decoding against the memory floor\n{device}, {doc.get('date', '?')[:10]}, "
+                 f"commit {doc.get('git_commit', '?')}", fontsize=10)
+    fig.tight_layout()
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out / "10_decode_roofline.png"
+    fig.savefig(out, dpi=110, metadata={"Software": None})
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
