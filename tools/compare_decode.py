@@ -120,17 +120,10 @@ def main(argv=None):
     except cp.UsageError as e:
         print("%s: error: %s" % (PROG, e), file=sys.stderr)
         return 2
-    try:
-        import torch
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print("%s: error: needs PyTorch (%s)" % (PROG, e), file=sys.stderr)
+    found = cp.torch_on_gpu(PROG)
+    if found is None:
         return 2
-    if not torch.cuda.is_available():
-        print("%s: error: no CUDA device" % PROG, file=sys.stderr)
-        return 2
-    backend_of = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                  "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    torch, sdpa_kernel, backend_of = found
     wanted = [b for b in args.backends.split(",") if b]
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype]
     prop = torch.cuda.get_device_properties(0)

@@ -421,17 +421,10 @@ def main(argv=None):
     except UsageError as e:
         print("%s: error: %s" % (PROG, e), file=sys.stderr)
         return 2
-    try:
-        import torch
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print("%s: error: needs PyTorch (%s)" % (PROG, e), file=sys.stderr)
+    found = torch_on_gpu(PROG)
+    if found is None:
         return 2
-    if not torch.cuda.is_available():
-        print("%s: error: no CUDA device" % PROG, file=sys.stderr)
-        return 2
-    backend_of = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                  "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    torch, sdpa_kernel, backend_of = found
     dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
     commit = args.commit
@@ -530,6 +523,22 @@ def main(argv=None):
         print("%s: FAIL: %d stage run(s) failed or disagreed with PyTorch" % (PROG, failures))
         return 1
     return 0
+
+
+def torch_on_gpu(prog):
+    """(torch, sdpa_kernel, the SDPA backend of each name) when PyTorch and a CUDA device are here;
+    otherwise None, after printing why as one line (compare_decode.py uses it too)."""
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        print("%s: error: needs PyTorch (%s)" % (prog, e), file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print("%s: error: no CUDA device" % prog, file=sys.stderr)
+        return None
+    return torch, sdpa_kernel, {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
 
 
 def dtypes_of(torch):

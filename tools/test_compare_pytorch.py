@@ -303,6 +303,38 @@ class Usage(unittest.TestCase):
         self.assertIn("needs PyTorch", err)
 
 
+class DecodeUsage(unittest.TestCase):
+    """compare_decode.py (stage 10's comparison) shares this file's helpers: its usage errors."""
+
+    def run_main(self, argv):
+        import compare_decode
+        err = io.StringIO()
+        with redirect_stderr(err):
+            code = compare_decode.main(argv)
+        return code, err.getvalue()
+
+    def test_bad_usage_exits_2(self):
+        out = os.path.join(tempfile.mkdtemp(), "x.json")
+        for argv, text in [
+            (["--json", out], "--exe"),
+            (["--exe", sys.executable, "--json", out, "--heads", "6", "--heads-kv", "4"], "multiple"),
+            (["--exe", sys.executable, "--json", out, "--seq-k", "8k,none"], "not a size"),
+            (["--exe", sys.executable, "--json", out, "--dtype", "int8"], "--dtype"),
+        ]:
+            code, err = self.run_main(argv)
+            self.assertEqual(code, 2, argv)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn(text, err)
+        self.assertFalse(os.path.exists(out))
+
+    def test_without_torch_exits_2(self):
+        if importlib.util.find_spec("torch") is not None:
+            self.skipTest("PyTorch is installed here")
+        code, err = self.run_main(["--exe", sys.executable, "--json", os.path.join(tempfile.mkdtemp(), "x.json")])
+        self.assertEqual(code, 2)
+        self.assertIn("needs PyTorch", err)
+
+
 @unittest.skipIf(np is None, "NumPy is not installed")
 class RealStage(unittest.TestCase):
     """The stage's side of the comparison with a real (CPU) stage: its command line, its files."""
