@@ -132,7 +132,6 @@ void StageCli::finish() {
   Problem& p = o.problem;
   p.dtype = parse_dtype(dtype_);
   o.inputs = parse_input_kind(inputs_);
-  if (!seq_lens_.empty()) p.seq_lens = parse_size_list(seq_lens_, "--seq-lens");
   // A stage's default Hkv (stage 10: 32 query heads on 8) goes with its default Hq: --heads alone
   // means that many heads of their own, as the help says.
   if (app_->count("--heads") > 0 && app_->count("--heads-kv") == 0) p.heads_kv = 0;
@@ -152,7 +151,13 @@ void StageCli::finish() {
   // A decoding stage's Nq (stage 10: one new query against the cache) when only keys are given.
   const std::int64_t dq = spec_.default_seq_q;
   o.sizes.clear();
-  if (!o.load_dir.empty()) {
+  if (!seq_lens_.empty()) {  // a packed batch: one case, its lengths given
+    if (seq || seq_q || seq_k || !sweep.empty())
+      throw UsageError("--seq-lens gives the lengths of a packed batch: drop --seq, --seq-q, --seq-k and --sweep");
+    if (!o.load_dir.empty()) throw UsageError("--seq-lens and --load: the lengths come from the files");
+    p = packed_problem(p, parse_size_list(seq_lens_, "--seq-lens"));
+    o.sizes.emplace_back(p.seq_q, p.seq_k);
+  } else if (!o.load_dir.empty()) {
     if (!sweep.empty() || seq_q || seq_k) throw UsageError("--load takes its shapes from the files; drop --seq/--sweep");
   } else if (!sweep.empty()) {
     for (auto n : sweep) o.sizes.emplace_back(seq_q ? seq_q : (seq_k || !dq ? n : dq), seq_k ? seq_k : n);

@@ -30,7 +30,41 @@ double Problem::visible_pairs_per_head() const {
   return rows * first_count + rows * (rows - 1.0) / 2.0;
 }
 
+std::int64_t Problem::total_tokens() const {
+  if (!packed()) return batch * seq_q;
+  std::int64_t total = 0;
+  for (std::int64_t len : seq_lens) total += len;
+  return total;
+}
+
+std::vector<std::int64_t> Problem::cu_seqlens() const {
+  std::vector<std::int64_t> cu{0};
+  for (std::int64_t len : seq_lens) cu.push_back(cu.back() + len);
+  return cu;
+}
+
+Problem packed_problem(Problem base, std::vector<std::int64_t> seq_lens) {
+  if (seq_lens.empty()) throw UsageError("--seq-lens: a packed batch needs at least one sequence");
+  for (std::int64_t len : seq_lens)
+    if (len < 1) throw UsageError("--seq-lens: every length must be at least 1, got " + std::to_string(len));
+  base.batch = static_cast<std::int64_t>(seq_lens.size());
+  base.seq_q = base.seq_k = *std::max_element(seq_lens.begin(), seq_lens.end());
+  base.seq_lens = std::move(seq_lens);
+  return base;
+}
+
 double Problem::flops_forward() const {
+  if (packed()) {  // each sequence as its own problem: L_s queries against its L_s keys
+    double sum = 0.0;
+    Problem one = *this;
+    one.seq_lens.clear();
+    one.batch = 1;
+    for (std::int64_t len : seq_lens) {
+      one.seq_q = one.seq_k = len;
+      sum += one.flops_forward();
+    }
+    return sum;
+  }
   const double full = 4.0 * batch * heads * static_cast<double>(seq_q) * seq_k * dim;
   if (!causal) return full;
   if (seq_q == seq_k) return 0.5 * full;  // the papers' convention for square causal attention
@@ -51,8 +85,15 @@ std::string Problem::describe() const {
   std::ostringstream s;
   s << "B=" << batch << " H=" << heads;
   if (kv_heads() != heads) s << " Hkv=" << kv_heads();
-  if (seq_q == seq_k) s << " N=" << seq_q;
-  else s << " Nq=" << seq_q << " Nk=" << seq_k;
+  if (packed()) {
+    s << " packed N=";
+    for (std::size_t i = 0; i < seq_lens.size() && i < 8; ++i) s << (i ? "," : "") << seq_lens[i];
+    if (seq_lens.size() > 8) s << ",... (" << total_tokens() << " tokens)";
+  } else if (seq_q == seq_k) {
+    s << " N=" << seq_q;
+  } else {
+    s << " Nq=" << seq_q << " Nk=" << seq_k;
+  }
   s << " D=" << dim << (causal ? " causal" : "");
   if (dtype != DType::float32) s << " " << to_string(dtype);
   return s.str();
@@ -96,6 +137,15 @@ void Problem::validate() const {
     throw UsageError("B·H·Nq·Nk (" + std::to_string(batch) + "·" + std::to_string(heads) + "·" +
                      std::to_string(seq_q) + "·" + std::to_string(seq_k) + ") does not fit 64-bit sizes");
   for (std::int64_t len : seq_lens) positive(len, "--seq-lens");
+  if (packed()) {  // packed_problem() makes them agree; anything else is a bug in the caller
+    const std::int64_t longest = *std::max_element(seq_lens.begin(), seq_lens.end());
+    if (batch != static_cast<std::int64_t>(seq_lens.size()) || seq_q != longest || seq_k != longest)
+      throw UsageError("a packed batch needs B = the number of --seq-lens and Nq = Nk = the longest (" +
+                       std::to_string(seq_lens.size()) + " and " + std::to_string(longest) + "), got B = " +
+                       std::to_string(batch) + ", Nq = " + std::to_string(seq_q) + ", Nk = " + std::to_string(seq_k));
+    if (!product_fits({heads, total_tokens(), dim}, n) || !product_fits({heads, longest, longest}, n))
+      throw UsageError("the packed batch's sizes do not fit 64-bit arithmetic");
+  }
 }
 
 void Problem::require(const Supports& s) const {

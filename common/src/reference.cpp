@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "fa/packed.hpp"
 #include "fa/random.hpp"
 
 namespace fa {
@@ -92,6 +93,7 @@ void plain_row(const Problem& p, const AttentionData& in, RowId r, float* o, flo
 }
 
 ReferenceF64 reference_attention_f64(const Problem& p, const AttentionData& in_any) {
+  if (p.packed()) return reference_packed_f64(p, in_any);  // one sequence at a time (packed.hpp)
   const AttentionData in = as_float32(in_any);
   ReferenceF64 ref;
   ref.o.resize(static_cast<std::size_t>(p.q_elements()));

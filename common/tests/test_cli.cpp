@@ -133,6 +133,8 @@ TEST_CASE("bad usage is one clear line that names the problem, exit code 2") {
   CHECK(error_of({"--heads", "8", "--heads-kv", "2"}).find("grouped-query") != std::string::npos);
   CHECK(error_of({"--heads", "8", "--heads-kv", "3"}).find("multiple") != std::string::npos);
   CHECK(error_of({"--seq-lens", "3,5"}).find("variable-length") != std::string::npos);
+  CHECK(error_of({"--seq-lens", "3,5", "--seq", "4"}).find("drop --seq") != std::string::npos);
+  CHECK(error_of({"--seq-lens", "3,0"}).find("--seq-lens") != std::string::npos);
   CHECK(error_of({"--variant", "c"}).find("--variant") != std::string::npos);
   CHECK(error_of({"--scale", "-1"}).find("--scale") != std::string::npos);
   CHECK(error_of({"--seq", "4", "--sweep", "4,8"}).find("either") != std::string::npos);

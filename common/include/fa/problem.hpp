@@ -8,8 +8,10 @@
 // Nq positions of the sequence (as in decoding with a KV cache).
 //
 // A packed variable-length batch (seq_lens non-empty) holds B sequences of different lengths one
-// after the other: tensors [1, H, total, D], sequence s at rows cu_seqlens[s] .. cu_seqlens[s+1].
-// No stage before 10 runs one: Problem::require rejects it with one line.
+// after the other: tensors [1, H, total, D], sequence s at rows cu_seqlens[s] .. cu_seqlens[s+1]
+// of every head, its queries and keys the same L_s tokens (prefill; causal within each sequence).
+// Make one with packed_problem(); fa/packed.hpp splits it into the B problems it holds. No stage
+// before 10 runs one: Problem::require rejects it with one line.
 #pragma once
 
 #include <algorithm>
@@ -55,10 +57,16 @@ struct Problem {
   float softmax_scale() const;
   std::int64_t kv_heads() const { return heads_kv > 0 ? heads_kv : heads; }
 
+  // A packed batch: B = seq_lens.size() sequences, Nq = Nk = the longest (FlashAttention's
+  // max_seqlen), the tensors [1, H, total, D].
+  bool packed() const { return !seq_lens.empty(); }
+  std::int64_t total_tokens() const;           // Σ L_s (packed); B·Nq otherwise
+  std::vector<std::int64_t> cu_seqlens() const;  // 0, L_0, L_0 + L_1, ..., total (B + 1 offsets)
+
   std::int64_t heads_total() const { return batch * heads; }
-  std::int64_t q_elements() const { return batch * heads * seq_q * dim; }
-  std::int64_t kv_elements() const { return batch * kv_heads() * seq_k * dim; }
-  std::int64_t lse_elements() const { return batch * heads * seq_q; }
+  std::int64_t q_elements() const { return heads * dim * (packed() ? total_tokens() : batch * seq_q); }
+  std::int64_t kv_elements() const { return kv_heads() * dim * (packed() ? total_tokens() : batch * seq_k); }
+  std::int64_t lse_elements() const { return heads * (packed() ? total_tokens() : batch * seq_q); }
 
   // Causal visibility: key j is visible to query i iff j < keys_visible(i).
   std::int64_t causal_offset() const { return seq_k - seq_q; }
@@ -67,7 +75,7 @@ struct Problem {
   double visible_pairs_per_head() const;            // sum over i of keys_visible(i)
 
   // FLOPs as the papers count them: 4·B·H·Nq·Nk·D forward, halved for causal (for Nq != Nk the
-  // visible pairs are counted exactly), backward 2.5x forward.
+  // visible pairs are counted exactly), backward 2.5x forward. Packed: the sum over its sequences.
   double flops_forward() const;
   double flops_backward() const { return 2.5 * flops_forward(); }
   double flops(Pass pass) const { return pass == Pass::forward ? flops_forward() : flops_backward(); }
@@ -85,5 +93,9 @@ struct Problem {
   // runs float32)".
   void require(const Supports& s) const;
 };
+
+// A packed batch of sequences of the given lengths, the rest of `base` kept: batch = the number of
+// sequences, seq_q = seq_k = the longest. Throws UsageError on an empty list or a length < 1.
+Problem packed_problem(Problem base, std::vector<std::int64_t> seq_lens);
 
 }  // namespace fa

@@ -28,7 +28,8 @@ void reference_row_f64(const Problem& p, const AttentionData& in, RowId row, dou
 // p.dtype before P·V, O rounded to p.dtype. `in` must be float32 (as_float32).
 void plain_row(const Problem& p, const AttentionData& in, RowId row, float* o, float* lse);
 
-// All rows: o is [B,H,Nq,D], lse is [B,H,Nq], both float64.
+// All rows: o is [B,H,Nq,D], lse is [B,H,Nq], both float64 (a packed batch: [1,H,total,D] and
+// [1,H,total], each sequence against its own keys: fa/packed.hpp).
 struct ReferenceF64 {
   std::vector<double> o, lse;
 };

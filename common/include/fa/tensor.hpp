@@ -134,9 +134,16 @@ class HostTensor {
   std::vector<std::byte> bytes_;
 };
 
-inline Shape4 q_shape(const Problem& p) { return {p.batch, p.heads, p.seq_q, p.dim}; }
-inline Shape4 kv_shape(const Problem& p) { return {p.batch, p.kv_heads(), p.seq_k, p.dim}; }
-inline Shape4 lse_shape(const Problem& p) { return {p.batch, p.heads, p.seq_q, 1}; }
+// [B, H, N, D]; a packed batch's [1, H, total, D] (problem.hpp).
+inline Shape4 q_shape(const Problem& p) {
+  return p.packed() ? Shape4{1, p.heads, p.total_tokens(), p.dim} : Shape4{p.batch, p.heads, p.seq_q, p.dim};
+}
+inline Shape4 kv_shape(const Problem& p) {
+  return p.packed() ? Shape4{1, p.kv_heads(), p.total_tokens(), p.dim} : Shape4{p.batch, p.kv_heads(), p.seq_k, p.dim};
+}
+inline Shape4 lse_shape(const Problem& p) {
+  return p.packed() ? Shape4{1, p.heads, p.total_tokens(), 1} : Shape4{p.batch, p.heads, p.seq_q, 1};
+}
 
 // What every stage's forward reads and writes.
 struct AttentionInputs {

@@ -1,0 +1,94 @@
+#include "fa/packed.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace fa {
+
+namespace {
+
+// Rows [row0, row0 + rows) of every head of `from` ([1, H, n_from, D]) into rows [to_row0, ...) of
+// every head of `to` ([1, H, n_to, D]), byte for byte (any dtype; LSE has D = 1).
+void copy_rows(const HostTensor& from, std::int64_t row0, HostTensor& to, std::int64_t to_row0, std::int64_t rows) {
+  const Shape4 f = from.shape(), t = to.shape();
+  if (f.b != 1 || t.b != 1 || f.h != t.h || f.d != t.d || from.dtype() != to.dtype())
+    throw std::logic_error("copy_rows: tensors of different heads, widths or dtypes");
+  const std::size_t row_bytes = static_cast<std::size_t>(f.d) * size_of(from.dtype());
+  const auto* src = static_cast<const std::byte*>(from.raw());
+  auto* dst = static_cast<std::byte*>(to.raw());
+  for (std::int64_t h = 0; h < f.h; ++h)
+    std::memcpy(dst + static_cast<std::size_t>(h * t.n + to_row0) * row_bytes,
+                src + static_cast<std::size_t>(h * f.n + row0) * row_bytes, static_cast<std::size_t>(rows) * row_bytes);
+}
+
+void require_packed(const Problem& p, std::int64_t s) {
+  if (!p.packed() || s < 0 || s >= static_cast<std::int64_t>(p.seq_lens.size()))
+    throw std::logic_error("sequence " + std::to_string(s) + " of a problem that is not packed or has fewer sequences");
+}
+
+}  // namespace
+
+Problem sequence_problem(const Problem& packed, std::int64_t s) {
+  require_packed(packed, s);
+  Problem one = packed;
+  one.seq_lens.clear();
+  one.batch = 1;
+  one.seq_q = one.seq_k = packed.seq_lens[static_cast<std::size_t>(s)];
+  return one;
+}
+
+AttentionData sequence_inputs(const Problem& packed, const AttentionData& in, std::int64_t s) {
+  const Problem one = sequence_problem(packed, s);
+  const std::int64_t row0 = packed.cu_seqlens()[static_cast<std::size_t>(s)];
+  AttentionData out{HostTensor(q_shape(one), in.q.dtype()), HostTensor(kv_shape(one), in.k.dtype()),
+                    HostTensor(kv_shape(one), in.v.dtype()), {}};
+  copy_rows(in.q, row0, out.q, 0, one.seq_q);
+  copy_rows(in.k, row0, out.k, 0, one.seq_k);
+  copy_rows(in.v, row0, out.v, 0, one.seq_k);
+  if (in.d_o.numel() > 0) {
+    out.d_o = HostTensor(q_shape(one), in.d_o.dtype());
+    copy_rows(in.d_o, row0, out.d_o, 0, one.seq_q);
+  }
+  return out;
+}
+
+AttentionResult sequence_result(const Problem& packed, const AttentionResult& out, std::int64_t s) {
+  const Problem one = sequence_problem(packed, s);
+  const std::int64_t row0 = packed.cu_seqlens()[static_cast<std::size_t>(s)];
+  AttentionResult r;
+  r.o = HostTensor(q_shape(one), out.o.dtype());
+  r.lse = HostTensor(lse_shape(one), out.lse.dtype());
+  copy_rows(out.o, row0, r.o, 0, one.seq_q);
+  copy_rows(out.lse, row0, r.lse, 0, one.seq_q);
+  return r;
+}
+
+void place_sequence(const Problem& packed, std::int64_t s, const AttentionResult& one, AttentionResult& out) {
+  const std::int64_t row0 = packed.cu_seqlens()[static_cast<std::size_t>(s)];
+  const std::int64_t rows = sequence_problem(packed, s).seq_q;
+  copy_rows(one.o, 0, out.o, row0, rows);
+  copy_rows(one.lse, 0, out.lse, row0, rows);
+}
+
+ReferenceF64 reference_packed_f64(const Problem& packed, const AttentionData& in) {
+  require_packed(packed, 0);
+  const std::int64_t total = packed.total_tokens(), d = packed.dim, heads = packed.heads;
+  ReferenceF64 ref{std::vector<double>(static_cast<std::size_t>(heads * total * d)),
+                   std::vector<double>(static_cast<std::size_t>(heads * total))};
+  const std::vector<std::int64_t> cu = packed.cu_seqlens();
+  for (std::size_t s = 0; s + 1 < cu.size(); ++s) {
+    const Problem one = sequence_problem(packed, static_cast<std::int64_t>(s));
+    const ReferenceF64 part = reference_attention_f64(one, sequence_inputs(packed, in, static_cast<std::int64_t>(s)));
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t i = 0; i < one.seq_q; ++i) {
+        const std::size_t to = static_cast<std::size_t>(h * total + cu[s] + i), from = static_cast<std::size_t>(h * one.seq_q + i);
+        ref.lse[to] = part.lse[from];
+        for (std::int64_t c = 0; c < d; ++c)
+          ref.o[to * static_cast<std::size_t>(d) + static_cast<std::size_t>(c)] =
+              part.o[from * static_cast<std::size_t>(d) + static_cast<std::size_t>(c)];
+      }
+  }
+  return ref;
+}
+
+}  // namespace fa

@@ -1,0 +1,142 @@
+// A packed variable-length batch (problem.hpp, packed.hpp): its shapes, offsets, FLOPs and
+// checks; the split into sequences and back; and its float64 reference, which must equal each
+// sequence's attention computed alone (causal within the sequence, no key of another sequence).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "fa/packed.hpp"
+#include "fa/random.hpp"
+#include "fa/reference.hpp"
+
+namespace {
+
+fa::Problem packed(std::vector<std::int64_t> lens, bool causal, std::int64_t heads = 3, std::int64_t heads_kv = 0) {
+  fa::Problem base;
+  base.heads = heads;
+  base.heads_kv = heads_kv;
+  base.dim = 16;
+  base.causal = causal;
+  return fa::packed_problem(base, std::move(lens));
+}
+
+}  // namespace
+
+TEST_CASE("a packed problem: B sequences, Nq = Nk = the longest, tensors [1, H, total, D], offsets") {
+  const fa::Problem p = packed({5, 1, 12, 7}, false, 4, 2);
+  CHECK(p.packed());
+  CHECK(p.batch == 4);
+  CHECK(p.seq_q == 12);
+  CHECK(p.seq_k == 12);
+  CHECK(p.total_tokens() == 25);
+  CHECK(p.cu_seqlens() == std::vector<std::int64_t>{0, 5, 6, 18, 25});
+  CHECK(fa::q_shape(p) == fa::Shape4{1, 4, 25, 16});
+  CHECK(fa::kv_shape(p) == fa::Shape4{1, 2, 25, 16});
+  CHECK(fa::lse_shape(p) == fa::Shape4{1, 4, 25, 1});
+  CHECK(p.q_elements() == 4 * 25 * 16);
+  CHECK(p.kv_elements() == 2 * 25 * 16);
+  CHECK(p.lse_elements() == 4 * 25);
+  CHECK(p.describe().find("packed N=5,1,12,7") != std::string::npos);
+  p.validate();
+}
+
+TEST_CASE("a packed problem's FLOPs are its sequences' FLOPs, causal halved per sequence") {
+  for (const bool causal : {false, true}) {
+    const fa::Problem p = packed({5, 1, 12, 7}, causal);
+    double sum = 0.0;
+    for (std::int64_t s = 0; s < p.batch; ++s) sum += fa::sequence_problem(p, s).flops_forward();
+    CHECK(p.flops_forward() == doctest::Approx(sum));
+    const double pairs = causal ? 0.5 * (25 + 1 + 144 + 49) : (25 + 1 + 144 + 49);
+    CHECK(p.flops_forward() == doctest::Approx(4.0 * 3 * 16 * pairs));
+  }
+}
+
+TEST_CASE("bad packed batches are refused with one line") {
+  fa::Problem base;
+  CHECK_THROWS_AS(fa::packed_problem(base, {}), fa::UsageError);
+  CHECK_THROWS_AS(fa::packed_problem(base, {3, 0}), fa::UsageError);
+  fa::Problem p = packed({3, 5}, false);
+  p.seq_q = 4;  // not the longest: a caller's bug, refused
+  CHECK_THROWS_AS(p.validate(), fa::UsageError);
+  fa::Problem q = packed({3, 5}, false);
+  CHECK_THROWS_WITH_AS(q.require(fa::Supports{}), doctest::Contains("variable-length"), fa::UsageError);
+  fa::Supports ok;
+  ok.variable_lengths = true;
+  q.require(ok);
+}
+
+TEST_CASE("sequences out and back: the rows of every head, in every dtype") {
+  for (const fa::DType t : {fa::DType::float32, fa::DType::bfloat16}) {
+    fa::Problem p = packed({4, 9, 2}, true, 2);
+    p.dtype = t;
+    const fa::AttentionData in = fa::make_inputs(p, 77);
+    fa::AttentionResult out(p);
+    const std::vector<std::int64_t> cu = p.cu_seqlens();
+    for (std::int64_t s = 0; s < p.batch; ++s) {
+      const fa::Problem one = fa::sequence_problem(p, s);
+      CHECK_FALSE(one.packed());
+      CHECK(one.batch == 1);
+      CHECK(one.seq_q == p.seq_lens[static_cast<std::size_t>(s)]);
+      const fa::AttentionData part = fa::sequence_inputs(p, in, s);
+      for (std::int64_t h = 0; h < p.heads; ++h)
+        for (std::int64_t i = 0; i < one.seq_q; ++i)
+          for (std::int64_t c = 0; c < p.dim; ++c) {
+            const std::int64_t packed_at = (h * p.total_tokens() + cu[s] + i) * p.dim + c;
+            const std::int64_t alone_at = (h * one.seq_q + i) * p.dim + c;
+            CHECK(part.q.get(alone_at) == in.q.get(packed_at));
+            CHECK(part.k.get(alone_at) == in.k.get(packed_at));
+          }
+      // A result placed back lands on the same rows, and reads back unchanged.
+      fa::AttentionResult r(one);
+      for (std::int64_t e = 0; e < r.o.numel(); ++e) r.o.set(e, static_cast<float>(s * 1000 + e));
+      for (std::int64_t e = 0; e < r.lse.numel(); ++e) r.lse.set(e, static_cast<float>(-s - e));
+      fa::place_sequence(p, s, r, out);
+      const fa::AttentionResult back = fa::sequence_result(p, out, s);
+      CHECK(back.o.to_float() == r.o.to_float());
+      CHECK(back.lse.to_float() == r.lse.to_float());
+    }
+  }
+}
+
+TEST_CASE("the packed reference is each sequence's attention alone: no key of another sequence") {
+  for (const bool causal : {false, true}) {
+    const fa::Problem p = packed({6, 1, 13, 4}, causal, 4, 2);
+    const fa::AttentionData in = fa::make_inputs(p, causal ? 5 : 6);
+    const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
+    REQUIRE(ref.o.size() == static_cast<std::size_t>(p.q_elements()));
+    REQUIRE(ref.lse.size() == static_cast<std::size_t>(p.lse_elements()));
+    const std::vector<std::int64_t> cu = p.cu_seqlens();
+    const double scale = p.softmax_scale();
+    // From the definition, here: row i of sequence s, query head h, against keys cu[s] .. of K/V
+    // head h / 2, the causal ones j <= i within the sequence.
+    for (std::int64_t s = 0; s < p.batch; ++s)
+      for (std::int64_t h = 0; h < p.heads; ++h)
+        for (std::int64_t i = 0; i < p.seq_lens[static_cast<std::size_t>(s)]; ++i) {
+          const std::int64_t len = p.seq_lens[static_cast<std::size_t>(s)], kv = h / 2;
+          const std::int64_t seen = causal ? i + 1 : len;
+          std::vector<double> scores(static_cast<std::size_t>(seen));
+          double m = -INFINITY;
+          for (std::int64_t j = 0; j < seen; ++j) {
+            double dot = 0.0;
+            for (std::int64_t c = 0; c < p.dim; ++c)
+              dot += static_cast<double>(in.q.get((h * p.total_tokens() + cu[s] + i) * p.dim + c)) *
+                     in.k.get((kv * p.total_tokens() + cu[s] + j) * p.dim + c);
+            scores[static_cast<std::size_t>(j)] = scale * dot;
+            m = std::max(m, scale * dot);
+          }
+          double l = 0.0;
+          for (double x : scores) l += std::exp(x - m);
+          const std::size_t row = static_cast<std::size_t>(h * p.total_tokens() + cu[s] + i);
+          CHECK(ref.lse[row] == doctest::Approx(m + std::log(l)).epsilon(1e-12));
+          for (std::int64_t c = 0; c < p.dim; c += 5) {
+            double o = 0.0;
+            for (std::int64_t j = 0; j < seen; ++j)
+              o += std::exp(scores[static_cast<std::size_t>(j)] - m - std::log(l)) *
+                   in.v.get((kv * p.total_tokens() + cu[s] + j) * p.dim + c);
+            CHECK(ref.o[row * static_cast<std::size_t>(p.dim) + static_cast<std::size_t>(c)] ==
+                  doctest::Approx(o).epsilon(1e-12));
+          }
+        }
+  }
+}
