@@ -6,6 +6,7 @@
 #include <new>
 #include <ostream>
 
+#include "fa/packed.hpp"
 #include "fa/reference.hpp"
 
 namespace fa {
@@ -65,8 +66,37 @@ double ratio(double error, double plain_error) { return plain_error > 0 ? error 
 
 }  // namespace
 
+namespace {
+
+// A packed batch, one sequence at a time (its own problem, fa/packed.hpp), every sequence's
+// reports merged by name: the worst figures, the first bad element named with its sequence.
+Verification verify_packed(const Problem& p, const AttentionData& in, const AttentionResult& got,
+                           const VerifyPlan& plan, std::uint64_t seed) {
+  Verification all;
+  for (std::int64_t s = 0; s < p.batch; ++s) {
+    Verification v = verify_forward(sequence_problem(p, s), sequence_inputs(p, in, s), sequence_result(p, got, s),
+                                    plan, seed + static_cast<std::uint64_t>(s));
+    for (CompareReport& r : v.reports) {
+      if (r.bad > 0) r.first_bad_at = "sequence " + std::to_string(s) + ", " + r.first_bad_at;
+      auto same = std::find_if(all.reports.begin(), all.reports.end(),
+                               [&](const CompareReport& a) { return a.name == r.name; });
+      if (same == all.reports.end()) all.reports.push_back(r);
+      else *same = merge(*same, r);
+    }
+    all.error_vs_plain = std::max(all.error_vs_plain, v.error_vs_plain);
+    if (s == 0) {
+      all.how = "each of the " + std::to_string(p.batch) + " sequences alone (the first: " + v.how + ")";
+      all.against = v.against + ", per sequence";
+    }
+  }
+  return all;
+}
+
+}  // namespace
+
 Verification verify_forward(const Problem& p, const AttentionData& in_any, const AttentionResult& got,
                             const VerifyPlan& plan, std::uint64_t seed) {
+  if (p.packed()) return verify_packed(p, in_any, got, plan, seed);
   const AttentionData in = as_float32(in_any);
   const bool full = p.flops_forward() <= plan.max_full_flops;
   const std::vector<RowId> rows = full ? all_rows(p) : sample_rows(p, plan.sampled_rows, seed);

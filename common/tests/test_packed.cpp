@@ -9,6 +9,7 @@
 #include "fa/packed.hpp"
 #include "fa/random.hpp"
 #include "fa/reference.hpp"
+#include "fa/verify.hpp"
 
 namespace {
 
@@ -139,4 +140,26 @@ TEST_CASE("the packed reference is each sequence's attention alone: no key of an
           }
         }
   }
+}
+
+TEST_CASE("verifying a packed result: sequence by sequence, a bad element named with its sequence") {
+  fa::Problem p = packed({6, 1, 13, 4}, true, 4, 2);
+  p.dtype = fa::DType::bfloat16;
+  const fa::AttentionData in = fa::make_inputs(p, 91);
+  fa::AttentionResult out(p);
+  fa::reference_forward_f64(p, in, out);  // the float64 result, rounded to bf16: within tolerance
+  fa::VerifyPlan plan;
+  const fa::Verification v = fa::verify_forward(p, in, out, plan, 0);
+  CHECK(v.ok());
+  CHECK(v.how.find("each of the 4 sequences") != std::string::npos);
+  REQUIRE(v.reports.size() == 2);  // O and LSE, merged over the sequences
+  CHECK(v.reports[0].count == p.q_elements());
+  CHECK(v.reports[1].count == p.lse_elements());
+  // One wrong element in sequence 2 (head 1, its row 3): caught, and named with its sequence.
+  const std::vector<std::int64_t> cu = p.cu_seqlens();
+  out.o.set((1 * p.total_tokens() + cu[2] + 3) * p.dim + 5, 7.0f);
+  const fa::Verification bad = fa::verify_forward(p, in, out, plan, 0);
+  CHECK_FALSE(bad.ok());
+  CHECK(bad.reports[0].bad == 1);
+  CHECK_MESSAGE(bad.reports[0].first_bad_at.find("sequence 2") != std::string::npos, bad.reports[0].first_bad_at);
 }
