@@ -70,6 +70,7 @@ ordered_json row_json(const ResultRow& r, const RunMetadata& meta) {
   j["heads_kv"] = p.kv_heads();
   j["seq_q"] = p.seq_q;
   j["seq_k"] = p.seq_k;
+  if (p.packed()) j["seq_lens"] = p.seq_lens;  // a packed batch: Nq = Nk = the longest of them
   j["dim"] = p.dim;
   j["dtype"] = to_string(p.dtype);
   j["causal"] = p.causal;

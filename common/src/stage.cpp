@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
+#include <sstream>
 
 #include "fa/backward.hpp"
 #include "fa/chart.hpp"
@@ -152,6 +154,41 @@ AttentionData make_case_inputs(const Problem& p, Pass pass, std::uint64_t seed, 
   return in;
 }
 
+namespace {
+
+// cu_seqlens.txt: integers separated by commas or whitespace, starting at 0, strictly increasing.
+std::vector<std::int64_t> read_offsets(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw UsageError("--load: cannot read " + path);
+  std::stringstream text;
+  text << f.rdbuf();
+  std::string all = text.str();
+  std::replace(all.begin(), all.end(), ',', ' ');
+  std::istringstream in(all);
+  std::vector<std::int64_t> cu;
+  std::string word;
+  while (in >> word) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size()) throw UsageError("--load: " + path + ": '" + word + "' is not an integer offset");
+    cu.push_back(v);
+  }
+  if (cu.size() < 2 || cu.front() != 0)
+    throw UsageError("--load: " + path + " must hold the offsets 0, L_0, L_0 + L_1, ..., total (at least two)");
+  for (std::size_t s = 1; s < cu.size(); ++s)
+    if (cu[s] <= cu[s - 1])
+      throw UsageError("--load: " + path + ": the offsets must increase (sequence " + std::to_string(s - 1) +
+                       " would have " + std::to_string(cu[s] - cu[s - 1]) + " tokens)");
+  return cu;
+}
+
+}  // namespace
+
 AttentionData load_inputs(const std::string& dir, Problem& problem, Pass pass, std::uint64_t seed, bool* generated_do) {
   const std::filesystem::path base(dir);
   if (!std::filesystem::is_directory(base)) throw UsageError("--load " + dir + ": not a directory");
@@ -171,6 +208,19 @@ AttentionData load_inputs(const std::string& dir, Problem& problem, Pass pass, s
   problem.seq_q = q.n;
   problem.seq_k = k.n;
   problem.dim = q.d;
+  problem.seq_lens.clear();
+  // A packed batch: [1, H, total, D] files and cu_seqlens.txt beside them, the B + 1 offsets
+  // 0, L_0, L_0 + L_1, ..., total (written by np.savetxt, or by hand; commas or whitespace).
+  if (const std::filesystem::path offsets = base / "cu_seqlens.txt"; std::filesystem::exists(offsets)) {
+    const std::vector<std::int64_t> cu = read_offsets(offsets.string());
+    if (q.b != 1 || q.n != k.n || cu.back() != q.n)
+      throw UsageError("--load: a packed batch (cu_seqlens.txt) needs q.npy, k.npy, v.npy of shape [1, H, total, D] "
+                       "with total = the last offset (" + std::to_string(cu.back()) + "); q.npy is " + q.str() +
+                       ", k.npy " + k.str());
+    std::vector<std::int64_t> lens;
+    for (std::size_t s = 0; s + 1 < cu.size(); ++s) lens.push_back(cu[s + 1] - cu[s]);
+    problem = packed_problem(problem, lens);
+  }
   problem.validate();
   // The files' type becomes the problem's: a float16 file runs a float16 stage as it is, and is
   // converted (rounded) when --dtype asks for another type.

@@ -4,11 +4,15 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
+#include "fa/npy.hpp"
 #include "fa/packed.hpp"
 #include "fa/random.hpp"
 #include "fa/reference.hpp"
+#include "fa/stage.hpp"
 #include "fa/verify.hpp"
 
 namespace {
@@ -162,4 +166,30 @@ TEST_CASE("verifying a packed result: sequence by sequence, a bad element named 
   CHECK_FALSE(bad.ok());
   CHECK(bad.reports[0].bad == 1);
   CHECK_MESSAGE(bad.reports[0].first_bad_at.find("sequence 2") != std::string::npos, bad.reports[0].first_bad_at);
+}
+
+TEST_CASE("--load of a packed batch: [1, H, total, D] files and cu_seqlens.txt; bad offsets refused") {
+  const auto dir = std::filesystem::temp_directory_path() / "fa_packed_load";
+  std::filesystem::create_directories(dir);
+  const std::vector<float> q(1 * 4 * 9 * 8, 0.25f), kv(1 * 2 * 9 * 8, 0.5f);
+  fa::write_npy((dir / "q.npy").string(), {1, 4, 9, 8}, q.data());
+  fa::write_npy((dir / "k.npy").string(), {1, 2, 9, 8}, kv.data());
+  fa::write_npy((dir / "v.npy").string(), {1, 2, 9, 8}, kv.data());
+  auto offsets = [&](const char* text) { std::ofstream(dir / "cu_seqlens.txt") << text; };
+  offsets("0, 2, 7\n9\n");
+  fa::Problem p;
+  const fa::AttentionData in = fa::load_inputs(dir.string(), p, fa::Pass::forward, 1);
+  CHECK(p.packed());
+  CHECK(p.seq_lens == std::vector<std::int64_t>{2, 5, 2});
+  CHECK(p.batch == 3);
+  CHECK(p.seq_q == 5);
+  CHECK(p.heads == 4);
+  CHECK(p.kv_heads() == 2);
+  CHECK(in.q.shape() == fa::Shape4{1, 4, 9, 8});
+  for (const char* bad : {"0 2 8", "1 2 9", "0 5 5 9", "0 2 x 9", "0"}) {
+    offsets(bad);
+    fa::Problem b;
+    CHECK_THROWS_AS(fa::load_inputs(dir.string(), b, fa::Pass::forward, 1), fa::UsageError);
+  }
+  std::filesystem::remove_all(dir);
 }
