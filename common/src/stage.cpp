@@ -16,6 +16,7 @@
 #include "fa/backward.hpp"
 #include "fa/chart.hpp"
 #include "fa/npy.hpp"
+#include "fa/packed.hpp"
 #include "fa/random.hpp"
 #include "fa/reference.hpp"
 
@@ -117,6 +118,10 @@ void require_finite_scores(const Problem& p, const AttentionData& in_any) {
   };
   const double scale = p.softmax_scale(), limit = std::numeric_limits<float>::max();
   if (scale * max_norm(in.q) * max_norm(in.k) < limit) return;
+  if (p.packed()) {  // each sequence against its own keys (fa/packed.hpp)
+    for (std::int64_t s = 0; s < p.batch; ++s) require_finite_scores(sequence_problem(p, s), sequence_inputs(p, in, s));
+    return;
+  }
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t h = 0; h < p.heads; ++h) {
       const auto q = in.q.head(b, h).cast<double>();

@@ -193,3 +193,12 @@ TEST_CASE("--load of a packed batch: [1, H, total, D] files and cu_seqlens.txt; 
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("packed inputs whose scaled scores overflow float32 are refused, sequence by sequence") {
+  fa::Problem p = packed({3, 4}, true);
+  p.scale = 1e38f;
+  CHECK_THROWS_WITH_AS(fa::make_case_inputs(p, fa::Pass::forward, 1, fa::InputKind::normal),
+                       doctest::Contains("overflows float32"), fa::UsageError);
+  p.scale = 0.0f;
+  CHECK_NOTHROW(fa::make_case_inputs(p, fa::Pass::forward, 1, fa::InputKind::normal));
+}
