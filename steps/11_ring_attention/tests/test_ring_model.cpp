@@ -1,0 +1,168 @@
+// Stage 11's ring bookkeeping, on the CPU: the split of the sequence (every token held once; zigzag's
+// two chunks), the schedule (every GPU sees every K/V block once in P steps), the three kinds of
+// block and their work (zigzag balanced, contiguous not: the counted imbalance), and the ring
+// modelled in float64 — forward and backward, 1 to 5 GPUs, both splits, causal and not, sequences
+// that are no multiple of the chunks and shorter than them, large logits — against the float64
+// attention and gradients of the whole sequence, to rounding.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "11_ring_attention/ring_model.hpp"
+#include "11_ring_attention/ring_schedule.hpp"
+#include "fa/backward.hpp"
+#include "fa/random.hpp"
+#include "fa/reference.hpp"
+#include "fa/testing.hpp"
+
+namespace {
+
+using fa::step11::Block;
+using fa::step11::Chunk;
+using fa::step11::Split;
+
+constexpr Split kSplits[] = {Split::contiguous, Split::zigzag};
+
+// Largest |got − want| relative to the largest |want| (NaN-safe: a NaN gives +inf).
+double relative_error(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  double err = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e = std::abs(got[i] - want[i]);
+    err = (e <= err) ? err : (std::isnan(e) ? std::numeric_limits<double>::infinity() : e);
+    if (std::isfinite(want[i])) scale = std::max(scale, std::abs(want[i]));
+  }
+  return err / std::max(scale, 1e-300);
+}
+
+}  // namespace
+
+TEST_CASE("the split holds every token exactly once; zigzag takes one chunk from each end") {
+  for (const std::int64_t n : {1, 5, 8, 100, 4099})
+    for (int gpus = 1; gpus <= 5; ++gpus)
+      for (const Split split : kSplits) {
+        INFO("N = " << n << ", P = " << gpus << ", " << fa::step11::to_string(split));
+        std::vector<int> held(n, 0);
+        for (int r = 0; r < gpus; ++r) {
+          const auto chunks = fa::step11::rank_chunks(n, gpus, split, r);
+          CHECK(chunks.size() == (split == Split::zigzag ? 2u : 1u));
+          for (const Chunk& c : chunks)
+            for (std::int64_t t = c.begin; t < c.end(); ++t) ++held[t];
+        }
+        CHECK(std::all_of(held.begin(), held.end(), [](int h) { return h == 1; }));
+      }
+  const auto r0 = fa::step11::rank_chunks(16, 2, Split::zigzag, 0), r1 = fa::step11::rank_chunks(16, 2, Split::zigzag, 1);
+  CHECK(r0 == std::vector<Chunk>{{0, 4}, {12, 4}});
+  CHECK(r1 == std::vector<Chunk>{{4, 4}, {8, 4}});
+  CHECK(fa::step11::cut(10, 4) == std::vector<Chunk>{{0, 3}, {3, 3}, {6, 2}, {8, 2}});
+}
+
+TEST_CASE("in P steps every GPU holds every GPU's K/V block once, its own first") {
+  for (int gpus = 1; gpus <= 6; ++gpus)
+    for (int r = 0; r < gpus; ++r) {
+      std::vector<int> seen(gpus, 0);
+      for (int step = 0; step < gpus; ++step) ++seen[fa::step11::block_owner(r, step, gpus)];
+      CHECK(fa::step11::block_owner(r, 0, gpus) == r);
+      CHECK(fa::step11::block_owner(r, 1, gpus) == (r + gpus - 1) % gpus);  // one hop: from the previous GPU
+      CHECK(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }));
+    }
+}
+
+TEST_CASE("blocks: full, diagonal (the same chunk) or skipped; their visible pairs") {
+  using fa::step11::classify;
+  CHECK(classify({8, 4}, {0, 4}, true) == Block::full);
+  CHECK(classify({8, 4}, {4, 4}, true) == Block::full);  // the last key (7) precedes the first query (8)
+  CHECK(classify({8, 4}, {8, 4}, true) == Block::diagonal);
+  CHECK(classify({8, 4}, {12, 4}, true) == Block::skipped);
+  CHECK(classify({8, 4}, {12, 4}, false) == Block::full);
+  CHECK(classify({8, 0}, {0, 4}, false) == Block::skipped);  // an empty chunk (N < chunks)
+  CHECK(classify({8, 1}, {8, 1}, true) == Block::full);  // one token against itself: nothing is masked
+  CHECK_THROWS_AS(classify({8, 4}, {10, 4}, true), std::logic_error);
+  CHECK(fa::step11::visible_pairs({8, 4}, {8, 4}, true) == 10);
+  CHECK(fa::step11::visible_pairs({8, 4}, {0, 3}, true) == 12);
+  // All GPUs over all steps see exactly the pairs of the whole sequence.
+  for (const std::int64_t n : {1, 7, 64, 1001})
+    for (int gpus = 1; gpus <= 5; ++gpus)
+      for (const Split split : kSplits) {
+        CHECK(fa::step11::balance(n, gpus, split, true).total_pairs == n * (n + 1) / 2);
+        CHECK(fa::step11::balance(n, gpus, split, false).total_pairs == n * n);
+      }
+}
+
+TEST_CASE("causal: zigzag gives every GPU the same work at every step, contiguous does not") {
+  for (int gpus = 1; gpus <= 8; ++gpus) {
+    const std::int64_t n = 2 * gpus * 512;
+    INFO("P = " << gpus);
+    CHECK(fa::step11::balance(n, gpus, Split::zigzag, true).imbalance == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(fa::step11::balance(n, gpus, Split::zigzag, false).imbalance == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(fa::step11::balance(n, gpus, Split::contiguous, false).imbalance == doctest::Approx(1.0).epsilon(1e-12));
+    // Contiguous causal, chunks of c tokens: step 0 is the diagonal everywhere, c(c+1)/2; every
+    // later step has one GPU with a full c² block. Over the ideal N(N+1)/2/P: about 2P/(P+1).
+    const double c = static_cast<double>(n / gpus);
+    const double expect = (c * (c + 1) / 2 + (gpus - 1) * c * c) * gpus / (n * (n + 1.0) / 2);
+    CHECK(fa::step11::balance(n, gpus, Split::contiguous, true).imbalance == doctest::Approx(expect).epsilon(1e-12));
+  }
+  CHECK(fa::step11::balance(4096, 2, Split::contiguous, true).imbalance == doctest::Approx(1.5).epsilon(1e-3));
+  // Uneven chunks still balance to within one token's row.
+  CHECK(fa::step11::balance(1001, 4, Split::zigzag, true).imbalance < 1.01);
+}
+
+TEST_CASE("the ring modelled in float64 equals attention and its gradients on the whole sequence") {
+  std::uint64_t seed = 1100;
+  for (const bool causal : {false, true})
+    for (const std::int64_t n : {1, 3, 37, 96})
+      for (int gpus = 1; gpus <= 5; ++gpus)
+        for (const Split split : kSplits) {
+          const fa::Problem p = fa::testing::problem(n, n, 16, causal, 1, 2);
+          INFO("N = " << n << ", P = " << gpus << ", " << fa::step11::to_string(split) << (causal ? ", causal" : ""));
+          const fa::AttentionData in = fa::make_inputs(p, ++seed);
+          const fa::HostTensor d_o = fa::make_output_grad(p, ++seed);
+          const auto ring = fa::step11::ring_forward_model(p, in, gpus, split);
+          const fa::ReferenceF64 want = fa::reference_attention_f64(p, in);
+          CHECK(relative_error(ring.o, want.o) < 1e-12);
+          CHECK(relative_error(ring.lse, want.lse) < 1e-12);
+
+          const auto grads = fa::step11::ring_backward_model(p, in, d_o, ring, gpus, split);
+          std::vector<double> dq, dk, dv;
+          for (std::int64_t h = 0; h < p.heads; ++h) {
+            const auto g = fa::head_backward_f64(p, fa::head_f64(in.q, 0, h), fa::head_f64(in.k, 0, h),
+                                                 fa::head_f64(in.v, 0, h), fa::head_f64(d_o, 0, h),
+                                                 fa::all_indices(n), fa::all_indices(n));
+            dq.insert(dq.end(), g.dq.data(), g.dq.data() + g.dq.size());
+            dk.insert(dk.end(), g.dk.data(), g.dk.data() + g.dk.size());
+            dv.insert(dv.end(), g.dv.data(), g.dv.data() + g.dv.size());
+          }
+          CHECK(relative_error(grads.dq, dq) < 1e-11);
+          CHECK(relative_error(grads.dk, dk) < 1e-11);
+          CHECK(relative_error(grads.dv, dv) < 1e-11);
+        }
+}
+
+TEST_CASE("large logits (scores 50 to 200): the running merge neither overflows nor loses a block") {
+  fa::Problem p = fa::testing::problem(200, 200, 32, true, 1, 1);
+  const fa::AttentionData in = fa::make_inputs(p, 1177, fa::InputKind::large_logits);
+  const fa::ReferenceF64 want = fa::reference_attention_f64(p, in);
+  for (const Split split : kSplits) {
+    const auto ring = fa::step11::ring_forward_model(p, in, 4, split);
+    CHECK(relative_error(ring.o, want.o) < 1e-12);
+    CHECK(relative_error(ring.lse, want.lse) < 1e-12);
+  }
+}
+
+TEST_CASE("problems the ring does not run are refused with one line") {
+  const fa::Problem ok = fa::testing::problem(8, 8, 16, true, 1, 2);
+  const fa::AttentionData in = fa::make_inputs(ok, 1);
+  CHECK_THROWS_AS(fa::step11::ring_forward_model(ok, in, 0, Split::zigzag), fa::UsageError);
+  fa::Problem cross = fa::testing::problem(8, 16, 16, true, 1, 2);
+  CHECK_THROWS_WITH_AS(fa::step11::require_ring_problem(cross, 2), doctest::Contains("Nq must equal Nk"), fa::UsageError);
+  fa::Problem grouped = ok;
+  grouped.heads_kv = 1;
+  CHECK_THROWS_AS(fa::step11::require_ring_problem(grouped, 2), fa::UsageError);
+  CHECK_THROWS_AS(fa::step11::parse_split("stripes"), fa::UsageError);
+  CHECK(fa::step11::parse_split("zigzag") == Split::zigzag);
+}
