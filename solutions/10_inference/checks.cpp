@@ -11,35 +11,12 @@
 #include <vector>
 
 #include "fa/random.hpp"
+#include "fa/row_attention.hpp"
 #include "split_merge.hpp"
 
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// One row's attention over keys [begin, end) with the row seeing only keys < visible: (O, LSE) in
-// float64, O = 0 and LSE = −inf when it sees none of them.
-struct Part {
-  std::vector<double> o;
-  double lse;
-};
-Part attend(const std::vector<double>& scores, const std::vector<std::vector<double>>& v, int begin, int end,
-            int visible) {
-  const int d = static_cast<int>(v[0].size());
-  Part part{std::vector<double>(d, 0.0), -std::numeric_limits<double>::infinity()};
-  double m = -std::numeric_limits<double>::infinity();
-  for (int j = begin; j < end && j < visible; ++j) m = std::max(m, scores[j]);
-  if (m == -std::numeric_limits<double>::infinity()) return part;
-  double l = 0.0;
-  for (int j = begin; j < end && j < visible; ++j) {
-    const double p = std::exp(scores[j] - m);
-    l += p;
-    for (int c = 0; c < d; ++c) part.o[c] += p * v[j][c];
-  }
-  for (double& x : part.o) x /= l;
-  part.lse = m + std::log(l);
-  return part;
-}
 
 }  // namespace
 
@@ -82,10 +59,10 @@ TEST_CASE("attention split into chunks and merged equals attention in one piece 
       std::vector<double> scores(n);
       for (double& s : scores) s = rng.normal(0.0, spread);
       INFO("keys visible: " << visible << ", score spread " << spread);
-      const Part whole = attend(scores, v, 0, n, visible);
+      const fa::RowPart whole = fa::row_attention_f64(scores, v, 0, n, visible);
       std::vector<float> lse(parts), o(parts * d);
       for (int s = 0; s < parts; ++s) {
-        const Part part = attend(scores, v, bounds[s], bounds[s + 1], visible);
+        const fa::RowPart part = fa::row_attention_f64(scores, v, bounds[s], bounds[s + 1], visible);
         lse[s] = static_cast<float>(part.lse);
         for (int c = 0; c < d; ++c) o[s * d + c] = static_cast<float>(part.o[c]);
       }
