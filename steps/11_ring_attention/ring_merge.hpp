@@ -22,12 +22,7 @@
 #include <cmath>
 
 #include "fa/exercise.hpp"
-
-#if defined(__CUDACC__)
-#define FA_HOST_DEVICE __host__ __device__
-#else
-#define FA_HOST_DEVICE
-#endif
+#include "fa/host_device.hpp"
 
 namespace fa::step11 {
 

@@ -64,7 +64,7 @@ std::int64_t step_work(std::int64_t tokens, int gpus, Split split, bool causal, 
 // How unevenly a split loads the GPUs. Every step ends when its slowest GPU does (the next K/V
 // block must arrive everywhere), so the ring's time follows Σ_steps max_GPUs work, against the
 // ideal Σ_all work / P. imbalance = the first over the second: 1.0 is perfect; contiguous causal
-// tends to 2 as P grows.
+// is about 2 − 1/P (one GPU has a full block at every step after the first), zigzag 1.0.
 struct Balance {
   std::int64_t total_pairs = 0;     // all GPUs, all steps: N·(N+1)/2 causal, N² not
   std::int64_t critical_pairs = 0;  // Σ over steps of the busiest GPU's pairs

@@ -102,7 +102,7 @@ TEST_CASE("causal: zigzag gives every GPU the same work at every step, contiguou
     CHECK(fa::step11::balance(n, gpus, Split::zigzag, false).imbalance == doctest::Approx(1.0).epsilon(1e-12));
     CHECK(fa::step11::balance(n, gpus, Split::contiguous, false).imbalance == doctest::Approx(1.0).epsilon(1e-12));
     // Contiguous causal, chunks of c tokens: step 0 is the diagonal everywhere, c(c+1)/2; every
-    // later step has one GPU with a full c² block. Over the ideal N(N+1)/2/P: about 2P/(P+1).
+    // later step has one GPU with a full c² block. Over the ideal N(N+1)/2/P: about 2 − 1/P.
     const double c = static_cast<double>(n / gpus);
     const double expect = (c * (c + 1) / 2 + (gpus - 1) * c * c) * gpus / (n * (n + 1.0) / 2);
     CHECK(fa::step11::balance(n, gpus, Split::contiguous, true).imbalance == doctest::Approx(expect).epsilon(1e-12));
