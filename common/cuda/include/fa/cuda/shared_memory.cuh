@@ -10,6 +10,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "fa/cuda/check.cuh"
@@ -50,16 +52,20 @@ inline std::string shared_memory_refusal(long long bytes, const std::string& wha
 
 // Opts `kernel` in to `bytes` of dynamic shared memory (above 48 KiB a kernel must) and asks for
 // the largest shared-memory carveout, so that two such blocks fit an SM where they can; once per
-// instantiation (a function-local static: the attributes stay set for the process).
+// instantiation and device. The attributes belong to the kernel on the device current at the call
+// and stay set for the process; stage 11 launches the same kernels on several devices, hence one
+// bit per device (devices 0-63).
 template <auto kernel, int bytes>
 void opt_in_shared_memory_once() {
-  static const bool done = [] {
-    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       cudaSharedmemCarveoutMaxShared));
-    return true;
-  }();
-  (void)done;
+  static std::atomic<std::uint64_t> done{0};
+  int device = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
+  if (done.load(std::memory_order_acquire) & bit) return;
+  FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared));
+  done.fetch_or(bit, std::memory_order_release);  // two threads racing here set the same values twice
 }
 
 }  // namespace fa

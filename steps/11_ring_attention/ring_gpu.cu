@@ -1,0 +1,757 @@
+// ring_gpu.cu — stage 11's ring on GPUs (see ring_gpu.cuh). Read it beside ring_model.cpp: the same
+// loop over steps, the same hops and merges, here queued on every rank's streams from one host
+// thread, with events where one stream must wait for another.
+//
+// Per rank r, step s (block of GPU owner(r, s) in hand; P ranks):
+//
+//   comm stream     ── hop: send the block in hand to r+1, receive the next from r−1 ──►   (s < P−1)
+//   compute stream  ── attention of each (query chunk, key chunk) pair the mask leaves, merged ──►
+//
+// Each stream waits only where it must: the hop of step s+1 receives into the buffer that step s−1
+// computed on (event `computed`), and step s+1 computes on what that hop brought (event `arrived`).
+// Two K/V buffers take turns, and the rank's own block stays in a third ("home") for the next run.
+// The backward adds dK/dV (float32) that travel with their block one step behind it: a rank adds
+// its contribution to the arriving sums, then sends them on; the P-th hop brings them home.
+#include "11_ring_attention/ring_gpu.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+#include <utility>
+
+#if defined(FA_HAVE_NCCL)
+#include <nccl.h>
+#endif
+
+#include "07_tensor_cores/tensor_cores.cuh"
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
+#include "09_hopper/hopper.cuh"
+#include "11_ring_attention/ring_kernels.cuh"
+#include "11_ring_attention/ring_model.hpp"
+#include "fa/cuda/device.cuh"
+#include "fa/cuda/event_timer.cuh"
+
+namespace fa::step11 {
+namespace {
+
+// ---- small helpers --------------------------------------------------------------------------
+
+// Makes `device` current for the scope; the caller's device comes back after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    FA_CUDA_CHECK(cudaGetDevice(&saved_));
+    FA_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceScope() { cudaSetDevice(saved_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+constexpr int kThreads = 256;
+unsigned grid_for(std::int64_t n) {
+  return static_cast<unsigned>(std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, 8192));
+}
+
+// Compute capability 9.0 (stage 09's sm_90a kernels run there only)? Asked once per device: the
+// ring asks before every block, and reading a device's properties takes far longer than a launch.
+bool is_hopper(int device) {
+  static std::array<std::atomic<int>, 64> known{};  // 0 unknown, 1 no, 2 yes
+  std::atomic<int>& k = known[static_cast<std::size_t>(device) % known.size()];
+  if (k.load() == 0) {
+    const DeviceInfo d = query_device(device);
+    k.store(d.compute_major == 9 && d.compute_minor == 0 ? 2 : 1);
+  }
+  return k.load() == 2;
+}
+
+// Where the parts of one rank's K/V block lie in a buffer: for each of its chunks K, then V, each a
+// contiguous [B, H, length, D] tensor (what the kernels take). `element`: bytes per number (the
+// dtype's for K/V, 4 for the float32 dK/dV that travel in the backward).
+struct BlockLayout {
+  std::vector<Chunk> chunks;
+  std::vector<std::size_t> k_at, v_at;  // byte offsets
+  std::size_t bytes = 0;
+};
+BlockLayout block_layout(const Problem& p, const std::vector<Chunk>& chunks, std::size_t element) {
+  BlockLayout layout{chunks, {}, {}, 0};
+  for (const Chunk& c : chunks) {
+    const std::size_t part = static_cast<std::size_t>(p.batch * p.heads * c.length * p.dim) * element;
+    layout.k_at.push_back(layout.bytes);
+    layout.bytes += part;
+    layout.v_at.push_back(layout.bytes);
+    layout.bytes += part;
+  }
+  return layout;
+}
+
+Shape4 rows_shape(const Problem& p, std::int64_t rows, std::int64_t width) {
+  return Shape4{p.batch, p.heads, rows, width};
+}
+
+// The rows of chunk c of every head of a whole-sequence host tensor, as a [B, H, c.length, width]
+// tensor (take), and back (place).
+HostTensor take_rows(const HostTensor& whole, Chunk c) {
+  const Shape4 s = whole.shape();
+  HostTensor part(Shape4{s.b, s.h, c.length, s.d}, whole.dtype());
+  const std::size_t row_bytes = static_cast<std::size_t>(s.d) * size_of(whole.dtype());
+  for (std::int64_t head = 0; head < s.b * s.h; ++head)
+    std::memcpy(static_cast<std::byte*>(part.raw()) + head * c.length * row_bytes,
+                static_cast<const std::byte*>(whole.raw()) + (head * s.n + c.begin) * row_bytes, c.length * row_bytes);
+  return part;
+}
+void place_rows(HostTensor& whole, const HostTensor& part, Chunk c) {
+  const Shape4 s = whole.shape();
+  const std::size_t row_bytes = static_cast<std::size_t>(s.d) * size_of(whole.dtype());
+  for (std::int64_t head = 0; head < s.b * s.h; ++head)
+    std::memcpy(static_cast<std::byte*>(whole.raw()) + (head * s.n + c.begin) * row_bytes,
+                static_cast<const std::byte*>(part.raw()) + head * c.length * row_bytes, c.length * row_bytes);
+}
+
+// ---- the kernels of one block, by dtype and D -----------------------------------------------
+
+template <class T>
+void launch_merge(const Problem& p, float* o_acc, float* lse_acc, const void* o_b, const float* lse_b,
+                  std::int64_t rows, cudaStream_t stream) {
+  const unsigned blocks = grid_for(rows * 32);  // a warp per row
+  const T* block_o = static_cast<const T*>(o_b);
+  switch (p.dim) {
+    case 64: merge_block_kernel<T, 64><<<blocks, kThreads, 0, stream>>>(o_acc, lse_acc, block_o, lse_b, rows); break;
+    case 128: merge_block_kernel<T, 128><<<blocks, kThreads, 0, stream>>>(o_acc, lse_acc, block_o, lse_b, rows); break;
+    default: merge_block_kernel<T, 256><<<blocks, kThreads, 0, stream>>>(o_acc, lse_acc, block_o, lse_b, rows); break;
+  }
+  FA_CUDA_CHECK_LAUNCH();
+}
+void merge(const Problem& p, float* o_acc, float* lse_acc, const void* o_b, const float* lse_b, std::int64_t rows,
+           cudaStream_t stream) {
+  if (p.dtype == DType::float16) launch_merge<__half>(p, o_acc, lse_acc, o_b, lse_b, rows, stream);
+  else launch_merge<__nv_bfloat16>(p, o_acc, lse_acc, o_b, lse_b, rows, stream);
+}
+
+void fill(float* out, float value, std::int64_t n, cudaStream_t stream) {
+  fill_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, value, n);
+  FA_CUDA_CHECK_LAUNCH();
+}
+// acc += add, where add is float32 (`add_is_float`) or the problem's 16-bit dtype.
+void accumulate(const Problem& p, float* acc, const void* add, bool add_is_float, std::int64_t n, cudaStream_t stream) {
+  if (add_is_float) accumulate_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(acc, static_cast<const float*>(add), n);
+  else if (p.dtype == DType::float16)
+    accumulate_kernel<__half><<<grid_for(n), kThreads, 0, stream>>>(acc, static_cast<const __half*>(add), n);
+  else accumulate_kernel<__nv_bfloat16><<<grid_for(n), kThreads, 0, stream>>>(acc, static_cast<const __nv_bfloat16*>(add), n);
+  FA_CUDA_CHECK_LAUNCH();
+}
+void round_to(const Problem& p, void* out, const float* in, std::int64_t n, cudaStream_t stream) {
+  if (p.dtype == DType::float16) round_kernel<__half><<<grid_for(n), kThreads, 0, stream>>>(static_cast<__half*>(out), in, n);
+  else round_kernel<__nv_bfloat16><<<grid_for(n), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(out), in, n);
+  FA_CUDA_CHECK_LAUNCH();
+}
+
+// ---- one rank -------------------------------------------------------------------------------
+
+// One of a rank's query chunks and what belongs to its tokens.
+struct QueryChunk {
+  Chunk chunk;
+  DeviceTensor q, o, lse;         // [B, H, len, D] p.dtype; lse [B, H, len, 1] float32, also the running LSE
+  DeviceBuffer<float> o_acc;      // the running O, float32
+  DeviceTensor d_o, dq, dk, dv;   // backward: dO in; dQ out; this chunk's keys' dK, dV out
+  DeviceBuffer<float> dq_acc;     // backward: dQ summed over the steps, float32
+};
+
+struct Rank {
+  int index = 0, device = 0;
+  MemoryMeter meter;
+  std::unique_ptr<DeviceContext> ctx;  // ctx->stream is the compute stream; stage 08's scratch lives here
+  cudaStream_t compute = nullptr, comm = nullptr;
+  cudaEvent_t begin = nullptr, computed[2] = {}, arrived[2] = {}, dkv_ready = nullptr, dkv_arrived[2] = {};
+  std::vector<QueryChunk> chunks;
+  DeviceBuffer<std::byte> home;        // its own K/V block (the one it starts with, kept for the next run)
+  DeviceBuffer<std::byte> kv[2];       // the blocks that arrive, taking turns
+  DeviceBuffer<std::byte> o_b, dq_b, dk_b, dv_b;  // one block's results (p.dtype), sized for the longest chunk
+  DeviceBuffer<float> lse_b;
+  DeviceBuffer<float> dkv[2], dkv_local;  // backward: the travelling dK/dV sums, and this step's part
+  std::int64_t io_bytes = 0;
+
+  explicit Rank(std::int64_t mem_limit) : meter(mem_limit) {}
+  Rank(const Rank&) = delete;
+  Rank& operator=(const Rank&) = delete;
+  // The stream a hop runs on: the comm stream, or the compute stream when hops do not overlap.
+  cudaStream_t hop_stream(bool overlap) const { return overlap ? comm : compute; }
+  std::byte* block(int step) { return step == 0 ? home.data() : kv[step % 2].data(); }
+};
+
+// ---- transports -----------------------------------------------------------------------------
+
+// One hop for every rank at once: rank r sends send[r] (send_bytes[r]) to r + 1 and receives
+// recv_bytes[r] into recv[r] from r − 1, queued on streams[r]. When streams[r] moves past the hop,
+// both its send and its receive are complete (so either buffer may be reused).
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual void hop(std::deque<Rank>& ranks, const std::vector<const void*>& send,
+                   const std::vector<std::size_t>& send_bytes, const std::vector<void*>& recv,
+                   const std::vector<std::size_t>& recv_bytes, const std::vector<cudaStream_t>& streams) = 0;
+};
+
+#if defined(FA_HAVE_NCCL)
+void nccl_check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) throw std::runtime_error(std::string("NCCL: ") + what + ": " + ncclGetErrorString(r));
+}
+
+// The sends and receives of a hop in one group: NCCL matches each send with the next rank's receive
+// and runs them as one step; one host thread may drive every rank this way.
+class NcclExchange final : public Exchange {
+ public:
+  explicit NcclExchange(const std::vector<int>& devices) : comms_(devices.size()) {
+    nccl_check(ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()), "ncclCommInitAll");
+  }
+  ~NcclExchange() override {
+    for (ncclComm_t c : comms_) ncclCommDestroy(c);
+  }
+  void hop(std::deque<Rank>& ranks, const std::vector<const void*>& send, const std::vector<std::size_t>& send_bytes,
+           const std::vector<void*>& recv, const std::vector<std::size_t>& recv_bytes,
+           const std::vector<cudaStream_t>& streams) override {
+    const int P = static_cast<int>(ranks.size());
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < P; ++r) {
+      nccl_check(ncclSend(send[r], send_bytes[r], ncclUint8, (r + 1) % P, comms_[r], streams[r]), "ncclSend");
+      nccl_check(ncclRecv(recv[r], recv_bytes[r], ncclUint8, (r + P - 1) % P, comms_[r], streams[r]), "ncclRecv");
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+ private:
+  std::vector<ncclComm_t> comms_;
+};
+#endif
+
+// The same hop with copies: rank r pulls its previous rank's buffer with cudaMemcpyPeerAsync on its
+// own stream, after both ranks reached the hop (event `ready`), and r's stream moves on only once
+// its next rank has pulled from r (event `copied`): the semantics of the NCCL group above.
+class CopyExchange final : public Exchange {
+ public:
+  explicit CopyExchange(const std::deque<Rank>& ranks) {
+    for (const Rank& rk : ranks) {
+      DeviceScope on(rk.device);
+      cudaEvent_t ready = nullptr, copied = nullptr;
+      FA_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+      FA_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+      ready_.push_back(ready);
+      copied_.push_back(copied);
+    }
+  }
+  ~CopyExchange() override {
+    for (cudaEvent_t e : ready_) cudaEventDestroy(e);
+    for (cudaEvent_t e : copied_) cudaEventDestroy(e);
+  }
+  void hop(std::deque<Rank>& ranks, const std::vector<const void*>& send, const std::vector<std::size_t>& send_bytes,
+           const std::vector<void*>& recv, const std::vector<std::size_t>& recv_bytes,
+           const std::vector<cudaStream_t>& streams) override {
+    const int P = static_cast<int>(ranks.size());
+    for (int r = 0; r < P; ++r) {
+      DeviceScope on(ranks[r].device);
+      FA_CUDA_CHECK(cudaEventRecord(ready_[r], streams[r]));
+    }
+    for (int r = 0; r < P; ++r) {
+      const int prev = (r + P - 1) % P;
+      if (send_bytes[prev] != recv_bytes[r]) throw std::logic_error("ring: a hop's send and receive sizes differ");
+      DeviceScope on(ranks[r].device);
+      FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], ready_[prev], 0));
+      FA_CUDA_CHECK(cudaMemcpyPeerAsync(recv[r], ranks[r].device, send[prev], ranks[prev].device, recv_bytes[r], streams[r]));
+      FA_CUDA_CHECK(cudaEventRecord(copied_[r], streams[r]));
+    }
+    for (int r = 0; r < P; ++r) {
+      DeviceScope on(ranks[r].device);
+      FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], copied_[(r + 1) % P], 0));
+    }
+  }
+
+ private:
+  std::vector<cudaEvent_t> ready_, copied_;
+};
+
+}  // namespace
+
+// ---- the ring ---------------------------------------------------------------------------------
+
+struct RingAttention::Impl {
+  Problem p;
+  RingOptions opt;
+  Pass pass;
+  int P = 1;
+  std::vector<BlockLayout> kv_layout, dkv_layout;  // per owner rank: its block in p.dtype, and in float32
+  std::deque<Rank> ranks;  // a deque: a Rank never moves (its buffers and context point to its meter)
+  std::unique_ptr<Exchange> exchange;
+
+  Impl(const Problem& problem, const RingOptions& o, Pass pass_, std::int64_t mem_limit);
+  ~Impl();
+  void attend_step(Rank& rk, int step);
+  void backward_step(Rank& rk, int step);
+  void kv_hop(int step);   // the hop that brings step + 1's blocks
+  void dkv_hop(int step);  // the hop that takes step's dK/dV sums on
+};
+
+RingAttention::Impl::Impl(const Problem& problem, const RingOptions& o, Pass pass_, std::int64_t mem_limit)
+    : p(problem), opt(o), pass(pass_), P(o.gpus) {
+  require_ring_problem(p, P);
+  p.require(kSupports);
+  if (const std::string why = ring_refusal(opt); !why.empty()) throw UsageError(why);
+  const std::vector<int> devices = rank_devices(opt);
+  const std::size_t element = size_of(p.dtype);
+  for (int r = 0; r < P; ++r) {
+    kv_layout.push_back(block_layout(p, rank_chunks(p.seq_k, P, opt.split, r), element));
+    dkv_layout.push_back(block_layout(p, rank_chunks(p.seq_k, P, opt.split, r), sizeof(float)));
+  }
+  std::size_t max_block = 0, max_dkv = 0;
+  std::int64_t max_chunk = 1;
+  for (int r = 0; r < P; ++r) {
+    max_block = std::max(max_block, kv_layout[r].bytes);
+    max_dkv = std::max(max_dkv, dkv_layout[r].bytes);
+    for (const Chunk& c : kv_layout[r].chunks) max_chunk = std::max(max_chunk, c.length);
+  }
+  const std::int64_t heads = p.batch * p.heads;
+  const std::size_t chunk_elements = static_cast<std::size_t>(heads * max_chunk * p.dim);
+
+  for (int r = 0; r < P; ++r) ranks.emplace_back(mem_limit);
+  for (int r = 0; r < P; ++r) {
+    Rank& rk = ranks[r];
+    rk.index = r;
+    rk.device = devices[r];
+    DeviceScope on(rk.device);
+    FA_CUDA_CHECK(cudaStreamCreateWithFlags(&rk.compute, cudaStreamNonBlocking));
+    FA_CUDA_CHECK(cudaStreamCreateWithFlags(&rk.comm, cudaStreamNonBlocking));
+    for (cudaEvent_t* e : {&rk.begin, &rk.computed[0], &rk.computed[1], &rk.arrived[0], &rk.arrived[1], &rk.dkv_ready,
+                           &rk.dkv_arrived[0], &rk.dkv_arrived[1]})
+      FA_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    rk.ctx = std::make_unique<DeviceContext>(rk.meter, rk.compute);
+
+    // The inputs and outputs of its tokens: io.
+    for (const Chunk& c : kv_layout[r].chunks) {
+      QueryChunk qc;
+      qc.chunk = c;
+      const std::int64_t rows = std::max<std::int64_t>(c.length, 1);  // an empty chunk (N < 2P) still gets a buffer
+      qc.q = DeviceTensor(rk.meter, rows_shape(p, rows, p.dim), p.dtype);
+      qc.o = DeviceTensor(rk.meter, rows_shape(p, rows, p.dim), p.dtype);
+      qc.lse = DeviceTensor(rk.meter, rows_shape(p, rows, 1), DType::float32);
+      if (pass == Pass::backward) {
+        qc.d_o = DeviceTensor(rk.meter, rows_shape(p, rows, p.dim), p.dtype);
+        qc.dq = DeviceTensor(rk.meter, rows_shape(p, rows, p.dim), p.dtype);
+        qc.dk = DeviceTensor(rk.meter, rows_shape(p, rows, p.dim), p.dtype);
+        qc.dv = DeviceTensor(rk.meter, rows_shape(p, rows, p.dim), p.dtype);
+      }
+      rk.chunks.push_back(std::move(qc));
+    }
+    rk.home = DeviceBuffer<std::byte>(rk.meter, std::max<std::size_t>(kv_layout[r].bytes, 16));
+    rk.io_bytes = rk.meter.current();
+    for (QueryChunk& qc : rk.chunks) {
+      qc.o.poison();
+      qc.lse.poison();
+      if (pass == Pass::backward) {
+        qc.dq.poison();
+        qc.dk.poison();
+        qc.dv.poison();
+      }
+    }
+
+    // What the ring adds: the travelling blocks, the float32 accumulators, one block's results.
+    if (P > 1)
+      for (auto& buffer : rk.kv) buffer = DeviceBuffer<std::byte>(rk.meter, max_block);
+    for (QueryChunk& qc : rk.chunks)
+      qc.o_acc = DeviceBuffer<float>(rk.meter, static_cast<std::size_t>(heads * std::max<std::int64_t>(qc.chunk.length, 1) * p.dim));
+    rk.o_b = DeviceBuffer<std::byte>(rk.meter, chunk_elements * element);
+    rk.lse_b = DeviceBuffer<float>(rk.meter, static_cast<std::size_t>(heads * max_chunk));
+    if (pass == Pass::backward) {
+      for (QueryChunk& qc : rk.chunks) qc.dq_acc = DeviceBuffer<float>(rk.meter, qc.o_acc.size());
+      rk.dq_b = DeviceBuffer<std::byte>(rk.meter, chunk_elements * element);
+      rk.dk_b = DeviceBuffer<std::byte>(rk.meter, chunk_elements * element);
+      rk.dv_b = DeviceBuffer<std::byte>(rk.meter, chunk_elements * element);
+      for (auto& buffer : rk.dkv) buffer = DeviceBuffer<float>(rk.meter, max_dkv / sizeof(float));
+      rk.dkv_local = DeviceBuffer<float>(rk.meter, max_dkv / sizeof(float));
+    }
+  }
+  if (P > 1) {
+#if defined(FA_HAVE_NCCL)
+    if (opt.transport == Transport::nccl) exchange = std::make_unique<NcclExchange>(devices);
+#endif
+    if (opt.transport == Transport::copy) exchange = std::make_unique<CopyExchange>(ranks);
+  }
+}
+
+RingAttention::Impl::~Impl() {
+  for (Rank& rk : ranks) {  // nothing may still run on what is freed below
+    DeviceScope on(rk.device);
+    cudaStreamSynchronize(rk.compute);
+    cudaStreamSynchronize(rk.comm);
+  }
+  exchange.reset();
+  for (Rank& rk : ranks) {
+    DeviceScope on(rk.device);
+    for (cudaEvent_t e : {rk.begin, rk.computed[0], rk.computed[1], rk.arrived[0], rk.arrived[1], rk.dkv_ready,
+                          rk.dkv_arrived[0], rk.dkv_arrived[1]})
+      cudaEventDestroy(e);
+    rk.ctx.reset();
+    cudaStreamDestroy(rk.compute);
+    cudaStreamDestroy(rk.comm);
+  }
+}
+
+// The problem one block pair poses to the single-GPU kernels: its query chunk against its key
+// chunk, causal only on the diagonal (where the kernels' bottom-right mask is the sequence's).
+Problem pair_problem(const Problem& p, Chunk q, Chunk k, Block kind) {
+  Problem pp = p;
+  pp.seq_q = q.length;
+  pp.seq_k = k.length;
+  pp.causal = kind == Block::diagonal;
+  return pp;
+}
+
+void RingAttention::Impl::attend_step(Rank& rk, int step) {
+  const BlockLayout& kv = kv_layout[block_owner(rk.index, step, P)];
+  std::byte* block = rk.block(step);
+  for (QueryChunk& qc : rk.chunks)
+    for (std::size_t b = 0; b < kv.chunks.size(); ++b) {
+      const Block kind = classify(qc.chunk, kv.chunks[b], p.causal);
+      if (kind == Block::skipped) continue;
+      const Problem pp = pair_problem(p, qc.chunk, kv.chunks[b], kind);
+      const Shape4 q_shape = rows_shape(p, pp.seq_q, p.dim), k_shape = rows_shape(p, pp.seq_k, p.dim);
+      const AttentionInputs in{ConstTensorView(qc.q.view().data, p.dtype, q_shape),
+                               ConstTensorView(block + kv.k_at[b], p.dtype, k_shape),
+                               ConstTensorView(block + kv.v_at[b], p.dtype, k_shape)};
+      const AttentionOutputs out{TensorView(rk.o_b.data(), p.dtype, q_shape),
+                                 TensorView(rk.lse_b.data(), DType::float32, rows_shape(p, pp.seq_q, 1))};
+      local_forward(pp, in, out, *rk.ctx);
+      merge(p, qc.o_acc.data(), static_cast<float*>(qc.lse.view().data), rk.o_b.data(), rk.lse_b.data(),
+            p.batch * p.heads * pp.seq_q, rk.compute);
+    }
+}
+
+void RingAttention::Impl::backward_step(Rank& rk, int step) {
+  const int owner = block_owner(rk.index, step, P);
+  const BlockLayout& kv = kv_layout[owner];
+  const BlockLayout& dkv = dkv_layout[owner];
+  std::byte* block = rk.block(step);
+  float* local = rk.dkv_local.data();
+  fill(local, 0.0f, static_cast<std::int64_t>(dkv.bytes / sizeof(float)), rk.compute);
+  for (QueryChunk& qc : rk.chunks)
+    for (std::size_t b = 0; b < kv.chunks.size(); ++b) {
+      const Block kind = classify(qc.chunk, kv.chunks[b], p.causal);
+      if (kind == Block::skipped) continue;
+      const Problem pp = pair_problem(p, qc.chunk, kv.chunks[b], kind);
+      const Shape4 q_shape = rows_shape(p, pp.seq_q, p.dim), k_shape = rows_shape(p, pp.seq_k, p.dim);
+      const AttentionInputs in{ConstTensorView(qc.q.view().data, p.dtype, q_shape),
+                               ConstTensorView(block + kv.k_at[b], p.dtype, k_shape),
+                               ConstTensorView(block + kv.v_at[b], p.dtype, k_shape)};
+      // The whole row's O and LSE (the forward's, final): P = exp(S − LSE) and D = rowsum(dO ∘ O)
+      // are then the whole sequence's, and each block's gradients are its share of the sums.
+      const AttentionGradients grads{TensorView(rk.dq_b.data(), p.dtype, q_shape),
+                                     TensorView(rk.dk_b.data(), p.dtype, k_shape),
+                                     TensorView(rk.dv_b.data(), p.dtype, k_shape)};
+      local_backward(pp, in, qc.o.view(), qc.lse.view(), qc.d_o.view(), grads, *rk.ctx);
+      const std::int64_t q_elems = p.batch * p.heads * pp.seq_q * p.dim, k_elems = p.batch * p.heads * pp.seq_k * p.dim;
+      accumulate(p, qc.dq_acc.data(), rk.dq_b.data(), false, q_elems, rk.compute);
+      accumulate(p, local + dkv.k_at[b] / sizeof(float), rk.dk_b.data(), false, k_elems, rk.compute);
+      accumulate(p, local + dkv.v_at[b] / sizeof(float), rk.dv_b.data(), false, k_elems, rk.compute);
+    }
+}
+
+void RingAttention::Impl::kv_hop(int step) {
+  std::vector<const void*> send(P);
+  std::vector<void*> recv(P);
+  std::vector<std::size_t> send_bytes(P), recv_bytes(P);
+  std::vector<cudaStream_t> streams(P);
+  for (int r = 0; r < P; ++r) {
+    Rank& rk = ranks[r];
+    DeviceScope on(rk.device);
+    streams[r] = rk.hop_stream(opt.overlap);
+    // The buffer this hop fills was computed on at step − 1: wait for that.
+    if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], rk.computed[(step - 1) % 2], 0));
+    send[r] = rk.block(step);
+    send_bytes[r] = kv_layout[block_owner(r, step, P)].bytes;
+    recv[r] = rk.block(step + 1);
+    recv_bytes[r] = kv_layout[block_owner(r, step + 1, P)].bytes;
+  }
+  exchange->hop(ranks, send, send_bytes, recv, recv_bytes, streams);
+  for (int r = 0; r < P; ++r) {
+    DeviceScope on(ranks[r].device);
+    FA_CUDA_CHECK(cudaEventRecord(ranks[r].arrived[(step + 1) % 2], streams[r]));
+  }
+}
+
+void RingAttention::Impl::dkv_hop(int step) {
+  std::vector<const void*> send(P);
+  std::vector<void*> recv(P);
+  std::vector<std::size_t> send_bytes(P), recv_bytes(P);
+  std::vector<cudaStream_t> streams(P);
+  for (int r = 0; r < P; ++r) {
+    Rank& rk = ranks[r];
+    DeviceScope on(rk.device);
+    streams[r] = rk.hop_stream(opt.overlap);
+    FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], rk.dkv_ready, 0));  // this step's sums are complete
+    send[r] = rk.dkv[step % 2].data();
+    send_bytes[r] = dkv_layout[block_owner(r, step, P)].bytes;
+    recv[r] = rk.dkv[(step + 1) % 2].data();
+    recv_bytes[r] = dkv_layout[block_owner(r, step + 1, P)].bytes;
+  }
+  exchange->hop(ranks, send, send_bytes, recv, recv_bytes, streams);
+  for (int r = 0; r < P; ++r) {
+    DeviceScope on(ranks[r].device);
+    FA_CUDA_CHECK(cudaEventRecord(ranks[r].dkv_arrived[(step + 1) % 2], streams[r]));
+  }
+}
+
+RingAttention::RingAttention(const Problem& p, const RingOptions& o, Pass pass)
+    : impl_(std::make_unique<Impl>(p, o, pass, 0)) {}
+RingAttention::~RingAttention() = default;
+
+void RingAttention::load(const AttentionData& in) {
+  Impl& m = *impl_;
+  for (Rank& rk : m.ranks) {
+    DeviceScope on(rk.device);
+    const BlockLayout& own = m.kv_layout[rk.index];
+    for (std::size_t c = 0; c < rk.chunks.size(); ++c) {
+      QueryChunk& qc = rk.chunks[c];
+      if (qc.chunk.length == 0) continue;
+      qc.q.upload(take_rows(in.q, qc.chunk));
+      const HostTensor k = take_rows(in.k, qc.chunk), v = take_rows(in.v, qc.chunk);
+      FA_CUDA_CHECK(cudaMemcpy(rk.home.data() + own.k_at[c], k.raw(), k.bytes(), cudaMemcpyHostToDevice));
+      FA_CUDA_CHECK(cudaMemcpy(rk.home.data() + own.v_at[c], v.raw(), v.bytes(), cudaMemcpyHostToDevice));
+      if (m.pass == Pass::backward) qc.d_o.upload(take_rows(in.d_o, qc.chunk));
+    }
+  }
+}
+
+void RingAttention::forward() {
+  Impl& m = *impl_;
+  for (Rank& rk : m.ranks) {
+    DeviceScope on(rk.device);
+    // A new run: the comm stream starts after the last run's computing (its buffers are free).
+    FA_CUDA_CHECK(cudaEventRecord(rk.begin, rk.compute));
+    FA_CUDA_CHECK(cudaStreamWaitEvent(rk.comm, rk.begin, 0));
+    for (QueryChunk& qc : rk.chunks) {  // the running pair of a row that has seen no key: (0, −inf)
+      fill(qc.o_acc.data(), 0.0f, static_cast<std::int64_t>(qc.o_acc.size()), rk.compute);
+      fill(static_cast<float*>(qc.lse.view().data), -INFINITY, qc.lse.view().numel(), rk.compute);
+    }
+  }
+  for (int step = 0; step < m.P; ++step) {
+    if (step + 1 < m.P) m.kv_hop(step);  // queued first, so that it runs under this step's attention
+    for (Rank& rk : m.ranks) {
+      DeviceScope on(rk.device);
+      if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, rk.arrived[step % 2], 0));
+      m.attend_step(rk, step);
+      FA_CUDA_CHECK(cudaEventRecord(rk.computed[step % 2], rk.compute));
+    }
+  }
+  for (Rank& rk : m.ranks) {
+    DeviceScope on(rk.device);
+    for (QueryChunk& qc : rk.chunks)
+      round_to(m.p, qc.o.view().data, qc.o_acc.data(), static_cast<std::int64_t>(qc.o_acc.size()), rk.compute);
+  }
+}
+
+void RingAttention::backward() {
+  Impl& m = *impl_;
+  if (m.pass != Pass::backward) throw std::logic_error("RingAttention::backward: built for the forward only");
+  for (Rank& rk : m.ranks) {
+    DeviceScope on(rk.device);
+    FA_CUDA_CHECK(cudaEventRecord(rk.begin, rk.compute));
+    FA_CUDA_CHECK(cudaStreamWaitEvent(rk.comm, rk.begin, 0));
+    for (QueryChunk& qc : rk.chunks) fill(qc.dq_acc.data(), 0.0f, static_cast<std::int64_t>(qc.dq_acc.size()), rk.compute);
+    fill(rk.dkv[0].data(), 0.0f, static_cast<std::int64_t>(rk.dkv[0].size()), rk.compute);  // step 0's sums start at 0
+  }
+  for (int step = 0; step < m.P; ++step) {
+    if (step + 1 < m.P) m.kv_hop(step);
+    for (Rank& rk : m.ranks) {
+      DeviceScope on(rk.device);
+      if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, rk.arrived[step % 2], 0));
+      m.backward_step(rk, step);
+      // The sums of this block's dK/dV from the ranks before this one arrive during the step
+      // above; add this rank's part, then pass them on.
+      if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, rk.dkv_arrived[step % 2], 0));
+      const std::int64_t n = static_cast<std::int64_t>(m.dkv_layout[block_owner(rk.index, step, m.P)].bytes / sizeof(float));
+      accumulate(m.p, rk.dkv[step % 2].data(), rk.dkv_local.data(), true, n, rk.compute);
+      FA_CUDA_CHECK(cudaEventRecord(rk.dkv_ready, rk.compute));
+      FA_CUDA_CHECK(cudaEventRecord(rk.computed[step % 2], rk.compute));
+    }
+    if (m.P > 1) m.dkv_hop(step);  // the last one (step P − 1) brings every block's sums home
+  }
+  for (Rank& rk : m.ranks) {
+    DeviceScope on(rk.device);
+    const int home = m.P > 1 ? m.P % 2 : 0;
+    if (m.P > 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, rk.dkv_arrived[home], 0));
+    const BlockLayout& own = m.dkv_layout[rk.index];
+    for (std::size_t c = 0; c < rk.chunks.size(); ++c) {
+      QueryChunk& qc = rk.chunks[c];
+      const std::int64_t n = m.p.batch * m.p.heads * qc.chunk.length * m.p.dim;
+      round_to(m.p, qc.dq.view().data, qc.dq_acc.data(), n, rk.compute);
+      round_to(m.p, qc.dk.view().data, rk.dkv[home].data() + own.k_at[c] / sizeof(float), n, rk.compute);
+      round_to(m.p, qc.dv.view().data, rk.dkv[home].data() + own.v_at[c] / sizeof(float), n, rk.compute);
+    }
+  }
+}
+
+void RingAttention::store(AttentionResult& out) const {
+  const Impl& m = *impl_;
+  for (const Rank& rk : m.ranks) {
+    DeviceScope on(rk.device);
+    FA_CUDA_CHECK(cudaStreamSynchronize(rk.compute));
+    FA_CUDA_CHECK(cudaStreamSynchronize(rk.comm));
+  }
+  for (const Rank& rk : m.ranks) {
+    DeviceScope on(rk.device);
+    for (const QueryChunk& qc : rk.chunks) {
+      if (qc.chunk.length == 0) continue;
+      auto fetch = [&](const DeviceTensor& t, HostTensor& whole, std::int64_t width, DType dtype) {
+        HostTensor part(rows_shape(m.p, qc.chunk.length, width), dtype);
+        t.download(part);
+        place_rows(whole, part, qc.chunk);
+      };
+      fetch(qc.o, out.o, m.p.dim, m.p.dtype);
+      fetch(qc.lse, out.lse, 1, DType::float32);
+      if (m.pass == Pass::backward) {
+        fetch(qc.dq, out.dq, m.p.dim, m.p.dtype);
+        fetch(qc.dk, out.dk, m.p.dim, m.p.dtype);
+        fetch(qc.dv, out.dv, m.p.dim, m.p.dtype);
+      }
+    }
+  }
+}
+
+void RingAttention::fork_from(cudaStream_t stream) {
+  cudaEvent_t start = nullptr;
+  FA_CUDA_CHECK(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
+  FA_CUDA_CHECK(cudaEventRecord(start, stream));
+  for (Rank& rk : impl_->ranks) {
+    DeviceScope on(rk.device);
+    FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, start, 0));
+    FA_CUDA_CHECK(cudaStreamWaitEvent(rk.comm, start, 0));
+  }
+  FA_CUDA_CHECK(cudaEventDestroy(start));  // released once the waits have happened
+}
+
+void RingAttention::join_into(cudaStream_t stream) {
+  for (Rank& rk : impl_->ranks) {
+    DeviceScope on(rk.device);
+    cudaEvent_t done = nullptr;
+    FA_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    FA_CUDA_CHECK(cudaEventRecord(done, rk.compute));  // the compute stream has waited for every hop it needs
+    FA_CUDA_CHECK(cudaStreamWaitEvent(stream, done, 0));
+    FA_CUDA_CHECK(cudaEventDestroy(done));
+  }
+}
+
+std::vector<RingAttention::RankMemory> RingAttention::memory() const {
+  std::vector<RankMemory> out;
+  for (const Rank& rk : impl_->ranks) out.push_back({rk.device, rk.io_bytes, rk.meter.peak()});
+  return out;
+}
+
+// ---- options, refusals, the variant ----------------------------------------------------------
+
+const char* to_string(Transport t) { return t == Transport::copy ? "copy" : "nccl"; }
+
+Transport parse_transport(const std::string& name) {
+  if (name == "nccl") return Transport::nccl;
+  if (name == "copy") return Transport::copy;
+  throw UsageError("--transport must be nccl or copy, not '" + name + "'");
+}
+
+bool built_with_nccl() {
+#if defined(FA_HAVE_NCCL)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::vector<int> rank_devices(const RingOptions& o) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) count = 1;
+  std::vector<int> devices(o.gpus);
+  for (int r = 0; r < o.gpus; ++r) devices[r] = o.transport == Transport::copy ? r % count : r;
+  return devices;
+}
+
+std::string ring_refusal(const RingOptions& o) {
+  if (std::string why = cuda_skip_reason(80); !why.empty()) return why;
+  int count = 0;
+  FA_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (o.gpus < 1) return "--gpus must be at least 1";
+  if (o.transport == Transport::nccl && o.gpus > 1) {
+    if (!built_with_nccl()) return "built without NCCL (not found at configure time): use --transport copy, or configure with -DFA_NCCL_ROOT=<NCCL's folder>";
+    if (o.gpus > count)
+      return "--gpus " + std::to_string(o.gpus) + " needs " + std::to_string(o.gpus) + " GPUs for NCCL; this machine has " +
+             std::to_string(count) + " (--transport copy runs the ranks on fewer)";
+  }
+  for (int d = 0; d < std::min(o.gpus, count); ++d) {
+    const DeviceInfo info = query_device(d);
+    if (info.compute_major < 8)
+      return "device " + std::to_string(d) + " (" + info.name + ") is compute capability " + std::to_string(info.compute_major) +
+             "." + std::to_string(info.compute_minor) + "; the ring's kernels need 8.0";
+  }
+  return "";
+}
+
+void local_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  int device = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  if (is_hopper(device)) step09::attention_forward_overlap(p, in, out, ctx);
+  else step07::attention_forward(p, in, out, ctx);
+}
+
+void local_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                    ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  step08::attention_backward(p, in, o, lse, d_o, grads, ctx);
+}
+
+const char* local_forward_name() {
+  int device = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  return is_hopper(device) ? "09 overlap" : "07 flash";
+}
+
+Variant ring_variant(const std::string& name, const RingOptions& o, Pass pass) {
+  Variant v;
+  v.stage = "11";
+  v.name = name;
+  v.ours = true;
+  v.run = [o, pass](const Problem& p, const AttentionData& in, AttentionResult& out, const RunConfig& cfg) {
+    Measurement m;
+    auto ring = std::make_unique<RingAttention>(p, o, pass);
+    ring->load(in);
+    ring->forward();
+    if (pass == Pass::backward) ring->backward();
+    ring->store(out);  // the verified result: the first run, on poisoned outputs
+    for (const RingAttention::RankMemory& r : ring->memory()) {
+      m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
+      m.extra_bytes = std::max(m.extra_bytes, r.peak_bytes - r.io_bytes);
+    }
+    m.note = "memory per GPU (the largest rank)";
+    const std::vector<int> devices = rank_devices(o);
+    DeviceScope on(devices.front());
+    cudaStream_t stream = nullptr;
+    FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    m.time = time_device(
+        [&](cudaStream_t s) {
+          ring->fork_from(s);
+          if (pass == Pass::backward) ring->backward();
+          else ring->forward();
+          ring->join_into(s);
+        },
+        stream, cfg.warmup, cfg.reps);
+    FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    FA_CUDA_CHECK(cudaStreamDestroy(stream));
+    return m;
+  };
+  return v;
+}
+
+}  // namespace fa::step11
