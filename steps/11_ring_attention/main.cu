@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -20,6 +21,73 @@
 #include "fa/cuda/stage_arch.cuh"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/stage.hpp"
+
+namespace {
+
+// A JSON string's body: quotes and backslashes escaped (a command line may hold either).
+std::string json_escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// --timeline FILE: one warm-up run, then one recorded run of the ring at the last length; the spans
+// as JSON (and a line per rank), for docs/plots/draw_ring_timeline.py.
+int write_timeline(const fa::RunOptions& opt, const fa::step11::RingOptions& ring, fa::Pass pass,
+                   const std::string& path) {
+  if (const std::string why = fa::step11::ring_refusal(ring); !why.empty()) {
+    std::cout << "skipped: " << why << "\n";
+    return fa::kExitSkipped;
+  }
+  try {
+    fa::check_writable_file(path, "--timeline");
+    fa::Problem p = opt.problem;
+    p.seq_q = opt.sizes.back().first;
+    p.seq_k = opt.sizes.back().second;
+    const fa::AttentionData in = fa::make_case_inputs(p, pass, opt.seed, opt.inputs);
+    fa::step11::RingAttention r(p, ring, pass);
+    r.load(in);
+    for (int run = 0; run < 2; ++run) {  // a warm-up, then the recorded run
+      r.record_timeline(run == 1);
+      r.forward();
+      if (pass == fa::Pass::backward) r.backward();
+    }
+    const std::vector<fa::step11::RingAttention::Span> spans = r.timeline();
+    std::ofstream f(path);
+    f << "{\n  \"device\": \"" << json_escaped(fa::query_device(0).name) << "\", \"gpus\": " << ring.gpus << ", \"split\": \""
+      << fa::step11::to_string(ring.split) << "\", \"transport\": \"" << fa::step11::to_string(ring.transport)
+      << "\", \"overlap\": " << (ring.overlap ? "true" : "false") << ", \"pass\": \"" << fa::to_string(pass)
+      << "\",\n  \"batch\": " << p.batch << ", \"heads\": " << p.heads << ", \"seq\": " << p.seq_q << ", \"dim\": "
+      << p.dim << ", \"causal\": " << (p.causal ? "true" : "false") << ", \"dtype\": \"" << fa::to_string(p.dtype)
+      << "\", \"command\": \"" << json_escaped(opt.command_line) << "\",\n  \"spans\": [";
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      const auto& s = spans[i];
+      f << (i ? "," : "") << "\n    {\"rank\": " << s.rank << ", \"lane\": \"" << s.lane << "\", \"what\": \"" << s.what
+        << "\", \"step\": " << s.step << ", \"start_ms\": " << s.start_ms << ", \"end_ms\": " << s.end_ms << "}";
+    }
+    f << "\n  ]\n}\n";
+    for (int rank = 0; rank < ring.gpus; ++rank) {
+      double compute = 0.0, hops = 0.0, end = 0.0;
+      for (const auto& s : spans)
+        if (s.rank == rank) {
+          (s.lane == "compute" ? compute : hops) += s.end_ms - s.start_ms;
+          end = std::max(end, s.end_ms);
+        }
+      std::cout << "rank " << rank << ": computing " << compute << " ms, hops " << hops << " ms, last step ends at " << end
+                << " ms\n";
+    }
+    std::cout << "timeline: " << path << "\n";
+    return fa::kExitOk;
+  } catch (const fa::UsageError& e) {
+    std::cerr << "step11_ring_attention: error: " << e.what() << "\n";
+    return fa::kExitUsage;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   fa::CliSpec spec;
@@ -45,11 +113,18 @@ int main(int argc, char** argv) {
   fa::StageCli cli(spec);
   int gpus = 0;
   std::string split = "zigzag", transport = "nccl";
-  bool backward = false;
+  bool backward = false, no_overlap = false;
+  std::string timeline_path;
   cli.app().add_option("--gpus", gpus, "ranks of the ring (default: every visible GPU)")->check(CLI::Range(1, 64))->group("stage 11");
   cli.app().add_option("--split", split, "zigzag or contiguous (variants ring and ring_serial)")->group("stage 11");
   cli.app().add_option("--transport", transport, "nccl, or copy (cudaMemcpyPeerAsync; ranks may share a GPU)")->group("stage 11");
   cli.app().add_flag("--backward", backward, "time and verify the backward (dQ, dK, dV) instead of the forward")->group("stage 11");
+  cli.app().add_flag("--no-overlap", no_overlap, "the ring's hops after each step, not under it (for --timeline)")->group("stage 11");
+  cli.app()
+      .add_option("--timeline", timeline_path,
+                  "instead of the sweep: one run of the ring at the last length, its steps and hops per rank as JSON "
+                  "(docs/plots/draw_ring_timeline.py draws it)")
+      ->group("stage 11");
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
 
   fa::step11::RingOptions ring;
@@ -71,6 +146,10 @@ int main(int argc, char** argv) {
   ring.gpus = gpus > 0 ? gpus : std::max(devices, 1);
   // The single-GPU kernel beside the ring: stage 09's on compute capability 9.0, stage 07's elsewhere.
   const bool hopper = devices > 0 && fa::query_device(0).compute_major == 9 && fa::query_device(0).compute_minor == 0;
+
+  ring.overlap = !no_overlap;
+  if (!timeline_path.empty()) return write_timeline(cli.options(), ring, backward ? fa::Pass::backward : fa::Pass::forward,
+                                                    timeline_path);
 
   fa::StageDefinition def;
   def.id = "11";

@@ -292,8 +292,24 @@ struct RingAttention::Impl {
   std::deque<Rank> ranks;  // a deque: a Rank never moves (its buffers and context point to its meter)
   std::unique_ptr<Exchange> exchange;
 
+  // The timeline (record_timeline): an event pair per step and hop, times from `origin` per rank.
+  struct Mark {
+    int rank = 0;
+    const char* lane = "";
+    const char* what = "";
+    int step = 0;
+    cudaEvent_t start = nullptr, end = nullptr;
+  };
+  bool recording = false;
+  std::vector<Mark> marks;
+  std::vector<cudaEvent_t> origin;
+
   Impl(const Problem& problem, const RingOptions& o, Pass pass_, std::int64_t mem_limit);
   ~Impl();
+  void start_run();  // every run's start: streams joined, the timeline's origin
+  std::size_t open_mark(const Rank& rk, cudaStream_t stream, const char* lane, const char* what, int step);
+  void close_mark(std::size_t mark, cudaStream_t stream);
+  void clear_marks();
   void attend_step(Rank& rk, int step);
   void backward_step(Rank& rk, int step);
   void kv_hop(int step);   // the hop that brings step + 1's blocks
@@ -392,6 +408,11 @@ RingAttention::Impl::~Impl() {
     cudaStreamSynchronize(rk.compute);
     cudaStreamSynchronize(rk.comm);
   }
+  clear_marks();
+  for (std::size_t r = 0; r < origin.size(); ++r) {
+    DeviceScope on(ranks[r].device);
+    cudaEventDestroy(origin[r]);
+  }
   exchange.reset();
   for (Rank& rk : ranks) {
     DeviceScope on(rk.device);
@@ -402,6 +423,44 @@ RingAttention::Impl::~Impl() {
     cudaStreamDestroy(rk.compute);
     cudaStreamDestroy(rk.comm);
   }
+}
+
+void RingAttention::Impl::clear_marks() {
+  for (const Mark& m : marks) {
+    DeviceScope on(ranks[m.rank].device);
+    cudaEventDestroy(m.start);
+    cudaEventDestroy(m.end);
+  }
+  marks.clear();
+}
+
+void RingAttention::Impl::start_run() {
+  if (recording) clear_marks();
+  for (Rank& rk : ranks) {
+    DeviceScope on(rk.device);
+    // A new run: the comm stream starts after the last run's computing (its buffers are free).
+    FA_CUDA_CHECK(cudaEventRecord(rk.begin, rk.compute));
+    FA_CUDA_CHECK(cudaStreamWaitEvent(rk.comm, rk.begin, 0));
+    if (recording) FA_CUDA_CHECK(cudaEventRecord(origin[rk.index], rk.compute));
+  }
+}
+
+std::size_t RingAttention::Impl::open_mark(const Rank& rk, cudaStream_t stream, const char* lane, const char* what,
+                                           int step) {
+  if (!recording) return 0;
+  DeviceScope on(rk.device);
+  Mark m{rk.index, lane, what, step, nullptr, nullptr};
+  FA_CUDA_CHECK(cudaEventCreate(&m.start));
+  FA_CUDA_CHECK(cudaEventCreate(&m.end));
+  FA_CUDA_CHECK(cudaEventRecord(m.start, stream));
+  marks.push_back(m);
+  return marks.size() - 1;
+}
+
+void RingAttention::Impl::close_mark(std::size_t mark, cudaStream_t stream) {
+  if (!recording) return;
+  DeviceScope on(ranks[marks[mark].rank].device);
+  FA_CUDA_CHECK(cudaEventRecord(marks[mark].end, stream));
 }
 
 // The problem one block pair poses to the single-GPU kernels: its query chunk against its key
@@ -479,8 +538,11 @@ void RingAttention::Impl::kv_hop(int step) {
     recv[r] = rk.block(step + 1);
     recv_bytes[r] = kv_layout[block_owner(r, step + 1, P)].bytes;
   }
+  std::vector<std::size_t> mark(P);
+  for (int r = 0; r < P; ++r) mark[r] = open_mark(ranks[r], streams[r], "hop", "K/V hop", step + 1);
   exchange->hop(ranks, send, send_bytes, recv, recv_bytes, streams);
   for (int r = 0; r < P; ++r) {
+    close_mark(mark[r], streams[r]);
     DeviceScope on(ranks[r].device);
     FA_CUDA_CHECK(cudaEventRecord(ranks[r].arrived[(step + 1) % 2], streams[r]));
   }
@@ -501,8 +563,11 @@ void RingAttention::Impl::dkv_hop(int step) {
     recv[r] = rk.dkv[(step + 1) % 2].data();
     recv_bytes[r] = dkv_layout[block_owner(r, step + 1, P)].bytes;
   }
+  std::vector<std::size_t> mark(P);
+  for (int r = 0; r < P; ++r) mark[r] = open_mark(ranks[r], streams[r], "hop", "dK/dV hop", step);
   exchange->hop(ranks, send, send_bytes, recv, recv_bytes, streams);
   for (int r = 0; r < P; ++r) {
+    close_mark(mark[r], streams[r]);
     DeviceScope on(ranks[r].device);
     FA_CUDA_CHECK(cudaEventRecord(ranks[r].dkv_arrived[(step + 1) % 2], streams[r]));
   }
@@ -531,11 +596,9 @@ void RingAttention::load(const AttentionData& in) {
 
 void RingAttention::forward() {
   Impl& m = *impl_;
+  m.start_run();
   for (Rank& rk : m.ranks) {
     DeviceScope on(rk.device);
-    // A new run: the comm stream starts after the last run's computing (its buffers are free).
-    FA_CUDA_CHECK(cudaEventRecord(rk.begin, rk.compute));
-    FA_CUDA_CHECK(cudaStreamWaitEvent(rk.comm, rk.begin, 0));
     for (QueryChunk& qc : rk.chunks) {  // the running pair of a row that has seen no key: (0, −inf)
       fill(qc.o_acc.data(), 0.0f, static_cast<std::int64_t>(qc.o_acc.size()), rk.compute);
       fill(static_cast<float*>(qc.lse.view().data), -INFINITY, qc.lse.view().numel(), rk.compute);
@@ -546,7 +609,9 @@ void RingAttention::forward() {
     for (Rank& rk : m.ranks) {
       DeviceScope on(rk.device);
       if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, rk.arrived[step % 2], 0));
+      const std::size_t mark = m.open_mark(rk, rk.compute, "compute", "attention", step);
       m.attend_step(rk, step);
+      m.close_mark(mark, rk.compute);
       FA_CUDA_CHECK(cudaEventRecord(rk.computed[step % 2], rk.compute));
     }
   }
@@ -560,10 +625,9 @@ void RingAttention::forward() {
 void RingAttention::backward() {
   Impl& m = *impl_;
   if (m.pass != Pass::backward) throw std::logic_error("RingAttention::backward: built for the forward only");
+  m.start_run();
   for (Rank& rk : m.ranks) {
     DeviceScope on(rk.device);
-    FA_CUDA_CHECK(cudaEventRecord(rk.begin, rk.compute));
-    FA_CUDA_CHECK(cudaStreamWaitEvent(rk.comm, rk.begin, 0));
     for (QueryChunk& qc : rk.chunks) fill(qc.dq_acc.data(), 0.0f, static_cast<std::int64_t>(qc.dq_acc.size()), rk.compute);
     fill(rk.dkv[0].data(), 0.0f, static_cast<std::int64_t>(rk.dkv[0].size()), rk.compute);  // step 0's sums start at 0
   }
@@ -572,7 +636,9 @@ void RingAttention::backward() {
     for (Rank& rk : m.ranks) {
       DeviceScope on(rk.device);
       if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, rk.arrived[step % 2], 0));
+      const std::size_t mark = m.open_mark(rk, rk.compute, "compute", "backward", step);
       m.backward_step(rk, step);
+      m.close_mark(mark, rk.compute);
       // The sums of this block's dK/dV from the ranks before this one arrive during the step
       // above; add this rank's part, then pass them on.
       if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, rk.dkv_arrived[step % 2], 0));
@@ -646,6 +712,32 @@ void RingAttention::join_into(cudaStream_t stream) {
     FA_CUDA_CHECK(cudaStreamWaitEvent(stream, done, 0));
     FA_CUDA_CHECK(cudaEventDestroy(done));
   }
+}
+
+void RingAttention::record_timeline(bool on) {
+  Impl& m = *impl_;
+  if (on && m.origin.empty())
+    for (Rank& rk : m.ranks) {
+      DeviceScope scope(rk.device);
+      cudaEvent_t e = nullptr;
+      FA_CUDA_CHECK(cudaEventCreate(&e));
+      m.origin.push_back(e);
+    }
+  m.recording = on;
+}
+
+std::vector<RingAttention::Span> RingAttention::timeline() {
+  Impl& m = *impl_;
+  std::vector<Span> spans;
+  for (const Impl::Mark& mark : m.marks) {
+    DeviceScope on(m.ranks[mark.rank].device);
+    FA_CUDA_CHECK(cudaEventSynchronize(mark.end));
+    float start = 0.0f, end = 0.0f;
+    FA_CUDA_CHECK(cudaEventElapsedTime(&start, m.origin[mark.rank], mark.start));
+    FA_CUDA_CHECK(cudaEventElapsedTime(&end, m.origin[mark.rank], mark.end));
+    spans.push_back({mark.rank, mark.lane, mark.what, mark.step, start, end});
+  }
+  return spans;
 }
 
 std::vector<RingAttention::RankMemory> RingAttention::memory() const {

@@ -78,6 +78,20 @@ class RingAttention {
   void fork_from(cudaStream_t stream);
   void join_into(cudaStream_t stream);
 
+  // A measured timeline of the runs that follow record_timeline(true): per rank, when each step's
+  // attention and each hop ran on its device, in ms from that run's start on the same device (the
+  // ranks' starts follow one host loop: microseconds apart, not synchronized clocks). It records
+  // an event pair around every step and hop; timeline() waits for the run and reads the last one.
+  struct Span {
+    int rank = 0;
+    std::string lane;  // "compute" or "hop"
+    std::string what;  // "attention", "backward", "K/V hop", "dK/dV hop"
+    int step = 0;
+    double start_ms = 0.0, end_ms = 0.0;
+  };
+  void record_timeline(bool on);
+  std::vector<Span> timeline();
+
   struct RankMemory {
     int device = 0;
     std::int64_t io_bytes = 0;    // its chunks' Q, O, LSE and own K/V block (and dO, dQ, dK, dV)

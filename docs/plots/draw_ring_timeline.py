@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""draw_ring_timeline.py — chapter 11's ring as it ran: for each rank, when each step's attention
+(the compute stream) and each hop of the K/V blocks (and, backward, of dK/dV) ran, from a file of
+`step11_ring_attention --timeline FILE`.
+
+    draw_ring_timeline.py TIMELINE.json [--out PNG]
+    draw_ring_timeline.py --self-test
+
+Two lanes per rank: compute above, hops below, each span labelled with its step. A hop drawn under
+an attention span is hidden by it; one that sticks out past it is what the ring waits for. Default
+output: the input's name with .png, beside it. Exit 2 with one line on a file that is not such a
+timeline. --self-test draws a made-up timeline into a scratch folder and checks what it drew.
+"""
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+COLOURS = {"attention": "C0", "backward": "C0", "K/V hop": "C1", "dK/dV hop": "C3"}
+FIELDS = ("gpus", "split", "overlap", "pass", "heads", "seq", "dim", "causal", "dtype", "device", "spans")
+
+
+def load(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"draw_ring_timeline.py: cannot read {path}: {e}")
+    missing = [f for f in FIELDS if f not in doc] if isinstance(doc, dict) else list(FIELDS)
+    if missing:
+        raise SystemExit(f"draw_ring_timeline.py: {path} is not a step11_ring_attention --timeline file "
+                         f"(missing {', '.join(missing)})")
+    for s in doc["spans"]:
+        if not all(k in s for k in ("rank", "lane", "what", "step", "start_ms", "end_ms")):
+            raise SystemExit(f"draw_ring_timeline.py: {path}: a span without rank, lane, what, step, start_ms, end_ms")
+    return doc
+
+
+def draw(doc: dict, out: Path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    gpus = doc["gpus"]
+    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.9 * gpus))
+    rows = []  # (y, label)
+    for rank in range(gpus):
+        for lane_index, lane in enumerate(("compute", "hop")):
+            y = (gpus - 1 - rank) * 2.5 + (1 - lane_index) * 1.0
+            rows.append((y, f"GPU {rank} {lane}"))
+            for s in doc["spans"]:
+                if s["rank"] != rank or s["lane"] != lane:
+                    continue
+                width = max(s["end_ms"] - s["start_ms"], 1e-6)
+                ax.barh(y, width, left=s["start_ms"], height=0.8, color=COLOURS.get(s["what"], "0.5"),
+                        edgecolor="black", linewidth=0.4, label=s["what"])
+                ax.text(s["start_ms"] + width / 2, y, str(s["step"]), ha="center", va="center", fontsize=7)
+    ax.set_yticks([y for y, _ in rows], [label for _, label in rows], fontsize=8)
+    ax.set_xlabel("ms from the run's start on each GPU")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    hops = "overlapped" if doc["overlap"] else "after each step"
+    ax.set_title(f"stage 11 ring, {doc['pass']}: {gpus} GPUs ({doc['device']}), {doc['split']} split, hops {hops}; "
+                 f"N = {doc['seq']}, H = {doc['heads']}, D = {doc['dim']}, {doc['dtype']}"
+                 f"{', causal' if doc['causal'] else ''}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=130)
+    plt.close(fig)
+    return fig, ax
+
+
+def self_test() -> int:
+    spans = []
+    for rank in range(2):
+        for step in range(2):
+            spans.append({"rank": rank, "lane": "compute", "what": "attention", "step": step,
+                          "start_ms": 10.0 * step, "end_ms": 10.0 * step + 9.5})
+        spans.append({"rank": rank, "lane": "hop", "what": "K/V hop", "step": 1, "start_ms": 0.1, "end_ms": 3.0})
+    doc = {"device": "made-up GPU", "gpus": 2, "split": "zigzag", "transport": "nccl", "overlap": True, "pass": "fwd",
+           "batch": 1, "heads": 16, "seq": 4096, "dim": 128, "causal": True, "dtype": "bfloat16", "spans": spans}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "t.json"
+        src.write_text(json.dumps(doc))
+        _, ax = draw(load(src), Path(tmp) / "t.png")
+        bars = [p for p in ax.patches]
+        ok = len(bars) == len(spans) and (Path(tmp) / "t.png").stat().st_size > 1000
+        bad = Path(tmp) / "bad.json"
+        bad.write_text(json.dumps({"spans": []}))
+        try:
+            load(bad)
+            ok = False
+        except SystemExit as e:
+            ok = ok and "not a step11_ring_attention --timeline file" in str(e)
+    print("draw_ring_timeline self-test:", "ok" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("timeline", nargs="?", type=Path)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--self-test", action="store_true")
+    args = ap.parse_args()
+    if args.self_test:
+        return self_test()
+    if args.timeline is None:
+        print("draw_ring_timeline.py: give a timeline file (step11_ring_attention --timeline FILE)", file=sys.stderr)
+        return 2
+    try:
+        doc = load(args.timeline)
+    except SystemExit as e:
+        print(e, file=sys.stderr)
+        return 2
+    out = args.out or args.timeline.with_suffix(".png")
+    draw(doc, out)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
