@@ -312,8 +312,7 @@ struct RingAttention::Impl {
   void clear_marks();
   void attend_step(Rank& rk, int step);
   void backward_step(Rank& rk, int step);
-  void kv_hop(int step);   // the hop that brings step + 1's blocks
-  void dkv_hop(int step);  // the hop that takes step's dK/dV sums on
+  void hop(int step, bool gradients);
 };
 
 RingAttention::Impl::Impl(const Problem& problem, const RingOptions& o, Pass pass_, std::int64_t mem_limit)
@@ -463,6 +462,8 @@ void RingAttention::Impl::close_mark(std::size_t mark, cudaStream_t stream) {
   FA_CUDA_CHECK(cudaEventRecord(marks[mark].end, stream));
 }
 
+namespace {
+
 // The problem one block pair poses to the single-GPU kernels: its query chunk against its key
 // chunk, causal only on the diagonal (where the kernels' bottom-right mask is the sequence's).
 Problem pair_problem(const Problem& p, Chunk q, Chunk k, Block kind) {
@@ -473,103 +474,86 @@ Problem pair_problem(const Problem& p, Chunk q, Chunk k, Block kind) {
   return pp;
 }
 
-void RingAttention::Impl::attend_step(Rank& rk, int step) {
-  const BlockLayout& kv = kv_layout[block_owner(rk.index, step, P)];
-  std::byte* block = rk.block(step);
+// f(query chunk, its problem against key chunk b, the kernels' inputs, b) for each pair of one of
+// the rank's query chunks and one of the block's key chunks that the mask leaves, at `step`.
+template <class F>
+void for_each_pair(const Problem& p, Rank& rk, const BlockLayout& kv, std::byte* block, F&& f) {
   for (QueryChunk& qc : rk.chunks)
     for (std::size_t b = 0; b < kv.chunks.size(); ++b) {
       const Block kind = classify(qc.chunk, kv.chunks[b], p.causal);
       if (kind == Block::skipped) continue;
       const Problem pp = pair_problem(p, qc.chunk, kv.chunks[b], kind);
-      const Shape4 q_shape = rows_shape(p, pp.seq_q, p.dim), k_shape = rows_shape(p, pp.seq_k, p.dim);
-      const AttentionInputs in{ConstTensorView(qc.q.view().data, p.dtype, q_shape),
+      const Shape4 k_shape = rows_shape(p, pp.seq_k, p.dim);
+      const AttentionInputs in{ConstTensorView(qc.q.view().data, p.dtype, rows_shape(p, pp.seq_q, p.dim)),
                                ConstTensorView(block + kv.k_at[b], p.dtype, k_shape),
                                ConstTensorView(block + kv.v_at[b], p.dtype, k_shape)};
-      const AttentionOutputs out{TensorView(rk.o_b.data(), p.dtype, q_shape),
-                                 TensorView(rk.lse_b.data(), DType::float32, rows_shape(p, pp.seq_q, 1))};
-      local_forward(pp, in, out, *rk.ctx);
-      merge(p, qc.o_acc.data(), static_cast<float*>(qc.lse.view().data), rk.o_b.data(), rk.lse_b.data(),
-            p.batch * p.heads * pp.seq_q, rk.compute);
+      f(qc, pp, in, b);
     }
+}
+
+}  // namespace
+
+void RingAttention::Impl::attend_step(Rank& rk, int step) {
+  const BlockLayout& kv = kv_layout[block_owner(rk.index, step, P)];
+  for_each_pair(p, rk, kv, rk.block(step), [&](QueryChunk& qc, const Problem& pp, const AttentionInputs& in, std::size_t) {
+    const AttentionOutputs out{TensorView(rk.o_b.data(), p.dtype, rows_shape(p, pp.seq_q, p.dim)),
+                               TensorView(rk.lse_b.data(), DType::float32, rows_shape(p, pp.seq_q, 1))};
+    local_forward(pp, in, out, *rk.ctx);
+    merge(p, qc.o_acc.data(), static_cast<float*>(qc.lse.view().data), rk.o_b.data(), rk.lse_b.data(),
+          p.batch * p.heads * pp.seq_q, rk.compute);
+  });
 }
 
 void RingAttention::Impl::backward_step(Rank& rk, int step) {
   const int owner = block_owner(rk.index, step, P);
-  const BlockLayout& kv = kv_layout[owner];
   const BlockLayout& dkv = dkv_layout[owner];
-  std::byte* block = rk.block(step);
   float* local = rk.dkv_local.data();
   fill(local, 0.0f, static_cast<std::int64_t>(dkv.bytes / sizeof(float)), rk.compute);
-  for (QueryChunk& qc : rk.chunks)
-    for (std::size_t b = 0; b < kv.chunks.size(); ++b) {
-      const Block kind = classify(qc.chunk, kv.chunks[b], p.causal);
-      if (kind == Block::skipped) continue;
-      const Problem pp = pair_problem(p, qc.chunk, kv.chunks[b], kind);
-      const Shape4 q_shape = rows_shape(p, pp.seq_q, p.dim), k_shape = rows_shape(p, pp.seq_k, p.dim);
-      const AttentionInputs in{ConstTensorView(qc.q.view().data, p.dtype, q_shape),
-                               ConstTensorView(block + kv.k_at[b], p.dtype, k_shape),
-                               ConstTensorView(block + kv.v_at[b], p.dtype, k_shape)};
-      // The whole row's O and LSE (the forward's, final): P = exp(S − LSE) and D = rowsum(dO ∘ O)
-      // are then the whole sequence's, and each block's gradients are its share of the sums.
-      const AttentionGradients grads{TensorView(rk.dq_b.data(), p.dtype, q_shape),
-                                     TensorView(rk.dk_b.data(), p.dtype, k_shape),
-                                     TensorView(rk.dv_b.data(), p.dtype, k_shape)};
-      local_backward(pp, in, qc.o.view(), qc.lse.view(), qc.d_o.view(), grads, *rk.ctx);
-      const std::int64_t q_elems = p.batch * p.heads * pp.seq_q * p.dim, k_elems = p.batch * p.heads * pp.seq_k * p.dim;
-      accumulate(p, qc.dq_acc.data(), rk.dq_b.data(), false, q_elems, rk.compute);
-      accumulate(p, local + dkv.k_at[b] / sizeof(float), rk.dk_b.data(), false, k_elems, rk.compute);
-      accumulate(p, local + dkv.v_at[b] / sizeof(float), rk.dv_b.data(), false, k_elems, rk.compute);
-    }
+  for_each_pair(p, rk, kv_layout[owner], rk.block(step),
+                [&](QueryChunk& qc, const Problem& pp, const AttentionInputs& in, std::size_t b) {
+    // The whole row's O and LSE (the forward's, final): P = exp(S − LSE) and D = rowsum(dO ∘ O)
+    // are then the whole sequence's, and each block's gradients are its share of the sums.
+    const Shape4 q_shape = rows_shape(p, pp.seq_q, p.dim), k_shape = rows_shape(p, pp.seq_k, p.dim);
+    const AttentionGradients grads{TensorView(rk.dq_b.data(), p.dtype, q_shape),
+                                   TensorView(rk.dk_b.data(), p.dtype, k_shape),
+                                   TensorView(rk.dv_b.data(), p.dtype, k_shape)};
+    local_backward(pp, in, qc.o.view(), qc.lse.view(), qc.d_o.view(), grads, *rk.ctx);
+    const std::int64_t q_elems = q_shape.numel(), k_elems = k_shape.numel();
+    accumulate(p, qc.dq_acc.data(), rk.dq_b.data(), false, q_elems, rk.compute);
+    accumulate(p, local + dkv.k_at[b] / sizeof(float), rk.dk_b.data(), false, k_elems, rk.compute);
+    accumulate(p, local + dkv.v_at[b] / sizeof(float), rk.dv_b.data(), false, k_elems, rk.compute);
+  });
 }
 
-void RingAttention::Impl::kv_hop(int step) {
+// The hop after `step`: every rank passes on what it holds for that step and receives what the
+// previous rank held. K/V (gradients = false): the block, as soon as the buffer it lands in is free
+// (the step before computed on it); it brings step + 1's block. dK/dV (gradients = true): the sums,
+// once this step's part is added in.
+void RingAttention::Impl::hop(int step, bool gradients) {
+  const std::vector<BlockLayout>& layout = gradients ? dkv_layout : kv_layout;
   std::vector<const void*> send(P);
   std::vector<void*> recv(P);
   std::vector<std::size_t> send_bytes(P), recv_bytes(P);
   std::vector<cudaStream_t> streams(P);
+  std::vector<std::size_t> mark(P);
   for (int r = 0; r < P; ++r) {
     Rank& rk = ranks[r];
     DeviceScope on(rk.device);
     streams[r] = rk.hop_stream(opt.overlap);
-    // The buffer this hop fills was computed on at step − 1: wait for that.
-    if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], rk.computed[(step - 1) % 2], 0));
-    send[r] = rk.block(step);
-    send_bytes[r] = kv_layout[block_owner(r, step, P)].bytes;
-    recv[r] = rk.block(step + 1);
-    recv_bytes[r] = kv_layout[block_owner(r, step + 1, P)].bytes;
+    if (gradients) FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], rk.dkv_ready, 0));
+    else if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], rk.computed[(step - 1) % 2], 0));
+    send[r] = gradients ? static_cast<const void*>(rk.dkv[step % 2].data()) : rk.block(step);
+    recv[r] = gradients ? static_cast<void*>(rk.dkv[(step + 1) % 2].data()) : rk.block(step + 1);
+    send_bytes[r] = layout[block_owner(r, step, P)].bytes;
+    recv_bytes[r] = layout[block_owner(r, step + 1, P)].bytes;
+    mark[r] = open_mark(rk, streams[r], "hop", gradients ? "dK/dV hop" : "K/V hop", gradients ? step : step + 1);
   }
-  std::vector<std::size_t> mark(P);
-  for (int r = 0; r < P; ++r) mark[r] = open_mark(ranks[r], streams[r], "hop", "K/V hop", step + 1);
   exchange->hop(ranks, send, send_bytes, recv, recv_bytes, streams);
   for (int r = 0; r < P; ++r) {
     close_mark(mark[r], streams[r]);
     DeviceScope on(ranks[r].device);
-    FA_CUDA_CHECK(cudaEventRecord(ranks[r].arrived[(step + 1) % 2], streams[r]));
-  }
-}
-
-void RingAttention::Impl::dkv_hop(int step) {
-  std::vector<const void*> send(P);
-  std::vector<void*> recv(P);
-  std::vector<std::size_t> send_bytes(P), recv_bytes(P);
-  std::vector<cudaStream_t> streams(P);
-  for (int r = 0; r < P; ++r) {
-    Rank& rk = ranks[r];
-    DeviceScope on(rk.device);
-    streams[r] = rk.hop_stream(opt.overlap);
-    FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], rk.dkv_ready, 0));  // this step's sums are complete
-    send[r] = rk.dkv[step % 2].data();
-    send_bytes[r] = dkv_layout[block_owner(r, step, P)].bytes;
-    recv[r] = rk.dkv[(step + 1) % 2].data();
-    recv_bytes[r] = dkv_layout[block_owner(r, step + 1, P)].bytes;
-  }
-  std::vector<std::size_t> mark(P);
-  for (int r = 0; r < P; ++r) mark[r] = open_mark(ranks[r], streams[r], "hop", "dK/dV hop", step);
-  exchange->hop(ranks, send, send_bytes, recv, recv_bytes, streams);
-  for (int r = 0; r < P; ++r) {
-    close_mark(mark[r], streams[r]);
-    DeviceScope on(ranks[r].device);
-    FA_CUDA_CHECK(cudaEventRecord(ranks[r].dkv_arrived[(step + 1) % 2], streams[r]));
+    cudaEvent_t done = gradients ? ranks[r].dkv_arrived[(step + 1) % 2] : ranks[r].arrived[(step + 1) % 2];
+    FA_CUDA_CHECK(cudaEventRecord(done, streams[r]));
   }
 }
 
@@ -605,7 +589,7 @@ void RingAttention::forward() {
     }
   }
   for (int step = 0; step < m.P; ++step) {
-    if (step + 1 < m.P) m.kv_hop(step);  // queued first, so that it runs under this step's attention
+    if (step + 1 < m.P) m.hop(step, false);  // queued first, so that it runs under this step's attention
     for (Rank& rk : m.ranks) {
       DeviceScope on(rk.device);
       if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, rk.arrived[step % 2], 0));
@@ -632,7 +616,7 @@ void RingAttention::backward() {
     fill(rk.dkv[0].data(), 0.0f, static_cast<std::int64_t>(rk.dkv[0].size()), rk.compute);  // step 0's sums start at 0
   }
   for (int step = 0; step < m.P; ++step) {
-    if (step + 1 < m.P) m.kv_hop(step);
+    if (step + 1 < m.P) m.hop(step, false);
     for (Rank& rk : m.ranks) {
       DeviceScope on(rk.device);
       if (step >= 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rk.compute, rk.arrived[step % 2], 0));
@@ -647,7 +631,7 @@ void RingAttention::backward() {
       FA_CUDA_CHECK(cudaEventRecord(rk.dkv_ready, rk.compute));
       FA_CUDA_CHECK(cudaEventRecord(rk.computed[step % 2], rk.compute));
     }
-    if (m.P > 1) m.dkv_hop(step);  // the last one (step P − 1) brings every block's sums home
+    if (m.P > 1) m.hop(step, true);  // the last one (step P − 1) brings every block's sums home
   }
   for (Rank& rk : m.ranks) {
     DeviceScope on(rk.device);
