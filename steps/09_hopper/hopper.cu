@@ -14,6 +14,7 @@
 #include "09_hopper/hopper.cuh"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -54,19 +55,22 @@ using PingPongStageConfig = WsConfig<D, D == 64 ? 3 : 2, kKeyTile<D>, D == 256 ?
 
 // The persistent rung's tile counters, zeroed on the stream before each launch (4 bytes of static
 // device memory each, not from the allocator). A ring of them, so that launches queued on
-// different streams at the same time (up to 64) do not share one. The address is looked up once,
-// on the device current then: the stage runs on one GPU (several GPUs, stage 11, would need one
-// lookup per device).
+// different streams at the same time (up to 64) do not share one. Each device has its own copy of
+// the array: its address is looked up once per device (stage 11 launches on several).
 __device__ int g_tile_counters[64];
 
 int* next_tile_counter(cudaStream_t stream) {
   static std::atomic<unsigned> launches{0};
-  static int* counters = [] {
+  static std::array<std::atomic<int*>, 64> counters{};  // by device
+  int device = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  std::atomic<int*>& on_device = counters[static_cast<std::size_t>(device) % counters.size()];
+  if (on_device.load() == nullptr) {
     void* p = nullptr;
     FA_CUDA_CHECK(cudaGetSymbolAddress(&p, g_tile_counters));
-    return static_cast<int*>(p);
-  }();
-  int* counter = counters + launches.fetch_add(1) % 64;
+    on_device.store(static_cast<int*>(p));
+  }
+  int* counter = on_device.load() + launches.fetch_add(1) % 64;
   FA_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(int), stream));
   return counter;
 }

@@ -184,6 +184,19 @@ struct Rank {
   explicit Rank(std::int64_t mem_limit) : meter(mem_limit) {}
   Rank(const Rank&) = delete;
   Rank& operator=(const Rank&) = delete;
+  ~Rank() {  // also when the ring's constructor gave up half-way
+    DeviceScope on(device);
+    if (compute) cudaStreamSynchronize(compute);
+    if (comm) cudaStreamSynchronize(comm);
+    for (cudaEvent_t e : {begin, computed[0], computed[1], arrived[0], arrived[1], dkv_ready, dkv_arrived[0], dkv_arrived[1]})
+      if (e) cudaEventDestroy(e);
+    ctx.reset();  // its scratch, and the buffers below, freed with this rank's device current
+    chunks.clear();
+    for (DeviceBuffer<std::byte>* b : {&home, &kv[0], &kv[1], &o_b, &dq_b, &dk_b, &dv_b}) *b = {};
+    for (DeviceBuffer<float>* b : {&lse_b, &dkv[0], &dkv[1], &dkv_local}) *b = {};
+    if (compute) cudaStreamDestroy(compute);
+    if (comm) cudaStreamDestroy(comm);
+  }
   // The stream a hop runs on: the comm stream, or the compute stream when hops do not overlap.
   cudaStream_t hop_stream(bool overlap) const { return overlap ? comm : compute; }
   std::byte* block(int step) { return step == 0 ? home.data() : kv[step % 2].data(); }
@@ -215,6 +228,10 @@ class NcclExchange final : public Exchange {
     nccl_check(ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()), "ncclCommInitAll");
   }
   ~NcclExchange() override {
+    // Finalize every communicator in one group (each waits for its peers), then free them.
+    ncclGroupStart();
+    for (ncclComm_t c : comms_) ncclCommFinalize(c);
+    ncclGroupEnd();
     for (ncclComm_t c : comms_) ncclCommDestroy(c);
   }
   void hop(std::deque<Rank>& ranks, const std::vector<const void*>& send, const std::vector<std::size_t>& send_bytes,
@@ -240,6 +257,17 @@ class NcclExchange final : public Exchange {
 class CopyExchange final : public Exchange {
  public:
   explicit CopyExchange(const std::deque<Rank>& ranks) {
+    const int P = static_cast<int>(ranks.size());
+    for (int r = 0; r < P; ++r) {  // direct copies between different GPUs, where they can (else staged by the driver)
+      const int to = ranks[r].device, from = ranks[(r + P - 1) % P].device;
+      int can = 0;
+      if (to != from && cudaDeviceCanAccessPeer(&can, to, from) == cudaSuccess && can) {
+        DeviceScope on(to);
+        const cudaError_t e = cudaDeviceEnablePeerAccess(from, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) FA_CUDA_CHECK(e);
+        cudaGetLastError();  // "already enabled" is not an error here
+      }
+    }
     for (const Rank& rk : ranks) {
       DeviceScope on(rk.device);
       cudaEvent_t ready = nullptr, copied = nullptr;
@@ -300,6 +328,7 @@ struct RingAttention::Impl {
     int step = 0;
     cudaEvent_t start = nullptr, end = nullptr;
   };
+  bool loaded = false, forward_done = false;
   bool recording = false;
   std::vector<Mark> marks;
   std::vector<cudaEvent_t> origin;
@@ -389,9 +418,13 @@ RingAttention::Impl::Impl(const Problem& problem, const RingOptions& o, Pass pas
       rk.dq_b = DeviceBuffer<std::byte>(rk.meter, chunk_elements * element);
       rk.dk_b = DeviceBuffer<std::byte>(rk.meter, chunk_elements * element);
       rk.dv_b = DeviceBuffer<std::byte>(rk.meter, chunk_elements * element);
-      for (auto& buffer : rk.dkv) buffer = DeviceBuffer<float>(rk.meter, max_dkv / sizeof(float));
+      for (int i = 0; i < (P > 1 ? 2 : 1); ++i) rk.dkv[i] = DeviceBuffer<float>(rk.meter, max_dkv / sizeof(float));
       rk.dkv_local = DeviceBuffer<float>(rk.meter, max_dkv / sizeof(float));
     }
+  }
+  for (Rank& rk : ranks) {  // the poisoning above ran on the legacy stream, which the ranks' streams do not wait for
+    DeviceScope on(rk.device);
+    FA_CUDA_CHECK(cudaDeviceSynchronize());
   }
   if (P > 1) {
 #if defined(FA_HAVE_NCCL)
@@ -412,16 +445,7 @@ RingAttention::Impl::~Impl() {
     DeviceScope on(ranks[r].device);
     cudaEventDestroy(origin[r]);
   }
-  exchange.reset();
-  for (Rank& rk : ranks) {
-    DeviceScope on(rk.device);
-    for (cudaEvent_t e : {rk.begin, rk.computed[0], rk.computed[1], rk.arrived[0], rk.arrived[1], rk.dkv_ready,
-                          rk.dkv_arrived[0], rk.dkv_arrived[1]})
-      cudaEventDestroy(e);
-    rk.ctx.reset();
-    cudaStreamDestroy(rk.compute);
-    cudaStreamDestroy(rk.comm);
-  }
+  exchange.reset();  // then the ranks, each with its streams and events (~Rank)
 }
 
 void RingAttention::Impl::clear_marks() {
@@ -565,6 +589,11 @@ void RingAttention::load(const AttentionData& in) {
   Impl& m = *impl_;
   for (Rank& rk : m.ranks) {
     DeviceScope on(rk.device);
+    // Plain cudaMemcpy runs on the legacy stream, which the ranks' (non-blocking) streams do not
+    // wait for: nothing queued may still read what is overwritten, and after the copies the device
+    // is synchronized, so that the next run reads them whole.
+    FA_CUDA_CHECK(cudaStreamSynchronize(rk.compute));
+    FA_CUDA_CHECK(cudaStreamSynchronize(rk.comm));
     const BlockLayout& own = m.kv_layout[rk.index];
     for (std::size_t c = 0; c < rk.chunks.size(); ++c) {
       QueryChunk& qc = rk.chunks[c];
@@ -575,11 +604,14 @@ void RingAttention::load(const AttentionData& in) {
       FA_CUDA_CHECK(cudaMemcpy(rk.home.data() + own.v_at[c], v.raw(), v.bytes(), cudaMemcpyHostToDevice));
       if (m.pass == Pass::backward) qc.d_o.upload(take_rows(in.d_o, qc.chunk));
     }
+    FA_CUDA_CHECK(cudaDeviceSynchronize());
   }
+  m.loaded = true;
 }
 
 void RingAttention::forward() {
   Impl& m = *impl_;
+  if (!m.loaded) throw std::logic_error("RingAttention::forward: load() the inputs first");
   m.start_run();
   for (Rank& rk : m.ranks) {
     DeviceScope on(rk.device);
@@ -604,11 +636,13 @@ void RingAttention::forward() {
     for (QueryChunk& qc : rk.chunks)
       round_to(m.p, qc.o.view().data, qc.o_acc.data(), static_cast<std::int64_t>(qc.o_acc.size()), rk.compute);
   }
+  m.forward_done = true;
 }
 
 void RingAttention::backward() {
   Impl& m = *impl_;
   if (m.pass != Pass::backward) throw std::logic_error("RingAttention::backward: built for the forward only");
+  if (!m.forward_done) throw std::logic_error("RingAttention::backward: run forward() first (its O and LSE)");
   m.start_run();
   for (Rank& rk : m.ranks) {
     DeviceScope on(rk.device);
@@ -675,7 +709,7 @@ void RingAttention::store(AttentionResult& out) const {
   }
 }
 
-void RingAttention::fork_from(cudaStream_t stream) {
+void RingAttention::fork_from(cudaStream_t stream) {  // `stream` belongs to the current device
   cudaEvent_t start = nullptr;
   FA_CUDA_CHECK(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
   FA_CUDA_CHECK(cudaEventRecord(start, stream));

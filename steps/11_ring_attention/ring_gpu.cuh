@@ -43,7 +43,7 @@ struct RingOptions {
   int gpus = 1;                    // P, the ranks of the ring
   Split split = Split::zigzag;
   Transport transport = Transport::nccl;
-  bool overlap = true;             // false: each hop on the compute stream, after the step (measures the overlap)
+  bool overlap = true;             // false: each hop on the compute stream, in turn with the steps (measures the overlap)
 };
 
 // The device of each rank: rank r on device r, or with `copy` on device r mod (visible devices).
@@ -73,8 +73,9 @@ class RingAttention {
   // Blocking.
   void store(AttentionResult& out) const;
 
-  // For timing with one stream of device 0's events: the ranks' streams wait for `stream`'s work so
-  // far (fork_from), and `stream` waits for all of the ranks' work so far (join_into).
+  // For timing with one stream's events (a stream of the current device): the ranks' streams wait
+  // for `stream`'s work so far (fork_from), and `stream` waits for all of the ranks' work so far
+  // (join_into).
   void fork_from(cudaStream_t stream);
   void join_into(cudaStream_t stream);
 

@@ -39,6 +39,7 @@ __global__ void merge_block_kernel(float* __restrict__ o_acc, float* __restrict_
     float o_b_part[kPerLane];
     for (int c = 0; c < kPerLane; ++c) o_b_part[c] = to_float(o_b[row * D + lane * kPerLane + c]);
     merge_row(o_acc + row * D + lane * kPerLane, lse, o_b_part, lse_b[row], kPerLane);
+    __syncwarp();  // every lane has read the old LSE before lane 0 overwrites it
     if (lane == 0) lse_acc[row] = lse;
   }
 }

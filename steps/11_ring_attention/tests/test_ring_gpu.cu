@@ -3,11 +3,13 @@
 // the merges as P GPUs would run them. Forward and backward against float64 with the 16-bit rule
 // (docs/tolerance.md), both splits, causal or not, sequences that are no multiple of the chunks or
 // shorter than them (empty chunks), D = 64, 128 and 256, fp16 and bf16, large logits; the hops
-// overlapped or serialized give bitwise the same result (only the schedule of the streams differs);
-// a second run on the same ring gives bitwise the same result (the own block kept at home); each
-// rank holds 1/P of the tokens (measured on its meter).
+// overlapped or serialized, and a second run on the same ring (the own block kept at home), give
+// bitwise the same O, LSE, dK and dV (dQ to a few units in the last place: stage 08 sums it with
+// atomics); each rank holds 1/P of the tokens (measured on its meter).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -100,7 +102,19 @@ TEST_CASE("backward: rings of 1-3 ranks against float64, both splits, causal or 
           }
 }
 
-TEST_CASE("the hops overlapped or not, and a second run on the same ring, give bitwise the same result") {
+// dQ sums its key tiles with float atomics (stage 08's fast path), in an order that may change from
+// run to run: two correct runs agree to a few units in the last place of 16 bits, not bitwise.
+void check_close_16bit(const fa::HostTensor& a, const fa::HostTensor& b, const char* what) {
+  REQUIRE(a.numel() == b.numel());
+  int bad = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const float x = a.get(i), y = b.get(i);
+    if (!(std::abs(x - y) <= 4.0f * 0.0078125f * std::max(std::abs(x), std::abs(y)) + 1e-6f)) ++bad;
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ by more than 4 bf16 units in the last place");
+}
+
+TEST_CASE("the hops overlapped or not, and a second run on the same ring, give the same result") {
   for (const bool causal : {true, false}) {
     const fa::Problem p = ring_problem(900, 64, causal, fa::DType::bfloat16);
     fa::AttentionData in = fa::make_inputs(p, 1300);
@@ -108,10 +122,10 @@ TEST_CASE("the hops overlapped or not, and a second run on the same ring, give b
     const fa::AttentionResult overlapped = run_ring(p, in, copy_ring(3, Split::zigzag, true), fa::Pass::backward);
     const fa::AttentionResult serial = run_ring(p, in, copy_ring(3, Split::zigzag, false), fa::Pass::backward);
     const fa::AttentionResult twice = run_ring(p, in, copy_ring(3, Split::zigzag, true), fa::Pass::backward, 2);
-    for (const fa::AttentionResult* other : {&serial, &twice}) {
+    for (const fa::AttentionResult* other : {&serial, &twice}) {  // bitwise, but dQ (its atomics)
       CHECK(same_bytes(overlapped.o, other->o));
       CHECK(same_bytes(overlapped.lse, other->lse));
-      CHECK(same_bytes(overlapped.dq, other->dq));
+      check_close_16bit(overlapped.dq, other->dq, "dQ");
       CHECK(same_bytes(overlapped.dk, other->dk));
       CHECK(same_bytes(overlapped.dv, other->dv));
     }
@@ -120,9 +134,14 @@ TEST_CASE("the hops overlapped or not, and a second run on the same ring, give b
 
 TEST_CASE("each rank holds 1/P of the tokens (its meter), and the ring's extra memory is O(N/P)") {
   const fa::Problem p = ring_problem(8192, 128, true, fa::DType::bfloat16, 4);
+  const fa::AttentionData in = fa::make_inputs(p, 1400);
   const double q_bytes = static_cast<double>(p.q_elements()) * 2;  // Q, K, V, O each
   for (const int gpus : {1, 2, 4}) {
     fa::step11::RingAttention ring(p, copy_ring(gpus, Split::zigzag), fa::Pass::forward);
+    ring.load(in);
+    ring.forward();  // whatever the kernels take from the rank's context counts too
+    fa::AttentionResult out(p);
+    ring.store(out);
     for (const auto& rank : ring.memory()) {
       INFO("P = " << gpus);
       // Q, O, K, V of N/P tokens and their LSE: 4/P of one tensor, plus N/P floats per head.
@@ -130,7 +149,7 @@ TEST_CASE("each rank holds 1/P of the tokens (its meter), and the ring's extra m
       CHECK(static_cast<double>(rank.io_bytes) == doctest::Approx(io).epsilon(1e-9));
       // Beyond: two K/V blocks in flight (P > 1: 4 tensors of N/P tokens), O in float32 (2), one
       // block's O (1/2: a chunk is N/(2P) tokens) and LSE.
-      const double extra = ((gpus > 1 ? 4.0 : 0.0) + 2.0 + 0.5) * q_bytes / gpus + 4.0 * p.heads * p.seq_q;
+      const double extra = ((gpus > 1 ? 4.0 : 0.0) + 2.0 + 0.5) * q_bytes / gpus + 4.0 * p.heads * p.seq_q / gpus;
       CHECK(static_cast<double>(rank.peak_bytes - rank.io_bytes) <= extra * 1.01);
     }
   }
