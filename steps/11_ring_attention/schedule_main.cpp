@@ -18,6 +18,7 @@
 #include "11_ring_attention/ring_model.hpp"
 #include "11_ring_attention/ring_schedule.hpp"
 #include "fa/backward.hpp"
+#include "fa/cli.hpp"
 #include "fa/random.hpp"
 #include "fa/reference.hpp"
 
@@ -56,14 +57,14 @@ double max_relative(const std::vector<double>& got, const std::vector<double>& w
 
 int main(int argc, char** argv) {
   int gpus = 4;
-  long long tokens = 4096;
+  std::string seq = "4096";
   std::string split_name = "zigzag";
   bool causal = false;
   long long model_tokens = 96;
   CLI::App app{"stage 11's ring on the CPU: the schedule of K/V blocks, the causal work per GPU, the model in float64",
                "step11_ring_schedule"};
   app.add_option("--gpus", gpus, "GPUs in the ring (P)")->check(CLI::Range(1, 64));
-  app.add_option("--seq", tokens, "tokens of the sequence (N)")->check(CLI::Range(1LL, 1LL << 40));
+  app.add_option("--seq", seq, "tokens of the sequence (N; k and M suffixes, as the stages take)");
   app.add_option("--split", split_name, "zigzag or contiguous");
   app.add_flag("--causal", causal, "the causal mask (bottom-right aligned)");
   app.add_option("--model-seq", model_tokens, "N of the float64 model's check (0: skip it)")->check(CLI::Range(0LL, 4096LL));
@@ -76,6 +77,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    const long long tokens = fa::parse_size(seq, "--seq");
+    if (tokens < 1) throw fa::UsageError("--seq must be at least 1");
     const Split split = parse_split(split_name);
     std::printf("ring of %d GPUs, N = %lld tokens, %s split%s\n\n", gpus, tokens, to_string(split), causal ? ", causal" : "");
     for (int r = 0; r < gpus; ++r)
