@@ -21,7 +21,6 @@
 #include <array>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <utility>
@@ -34,6 +33,7 @@
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "09_hopper/hopper.cuh"
 #include "11_ring_attention/ring_kernels.cuh"
+#include "11_ring_attention/ring_layout.hpp"
 #include "11_ring_attention/ring_model.hpp"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/event_timer.cuh"
@@ -73,49 +73,6 @@ bool is_hopper(int device) {
     k.store(d.compute_major == 9 && d.compute_minor == 0 ? 2 : 1);
   }
   return k.load() == 2;
-}
-
-// Where the parts of one rank's K/V block lie in a buffer: for each of its chunks K, then V, each a
-// contiguous [B, H, length, D] tensor (what the kernels take). `element`: bytes per number (the
-// dtype's for K/V, 4 for the float32 dK/dV that travel in the backward).
-struct BlockLayout {
-  std::vector<Chunk> chunks;
-  std::vector<std::size_t> k_at, v_at;  // byte offsets
-  std::size_t bytes = 0;
-};
-BlockLayout block_layout(const Problem& p, const std::vector<Chunk>& chunks, std::size_t element) {
-  BlockLayout layout{chunks, {}, {}, 0};
-  for (const Chunk& c : chunks) {
-    const std::size_t part = static_cast<std::size_t>(p.batch * p.heads * c.length * p.dim) * element;
-    layout.k_at.push_back(layout.bytes);
-    layout.bytes += part;
-    layout.v_at.push_back(layout.bytes);
-    layout.bytes += part;
-  }
-  return layout;
-}
-
-Shape4 rows_shape(const Problem& p, std::int64_t rows, std::int64_t width) {
-  return Shape4{p.batch, p.heads, rows, width};
-}
-
-// The rows of chunk c of every head of a whole-sequence host tensor, as a [B, H, c.length, width]
-// tensor (take), and back (place).
-HostTensor take_rows(const HostTensor& whole, Chunk c) {
-  const Shape4 s = whole.shape();
-  HostTensor part(Shape4{s.b, s.h, c.length, s.d}, whole.dtype());
-  const std::size_t row_bytes = static_cast<std::size_t>(s.d) * size_of(whole.dtype());
-  for (std::int64_t head = 0; head < s.b * s.h; ++head)
-    std::memcpy(static_cast<std::byte*>(part.raw()) + head * c.length * row_bytes,
-                static_cast<const std::byte*>(whole.raw()) + (head * s.n + c.begin) * row_bytes, c.length * row_bytes);
-  return part;
-}
-void place_rows(HostTensor& whole, const HostTensor& part, Chunk c) {
-  const Shape4 s = whole.shape();
-  const std::size_t row_bytes = static_cast<std::size_t>(s.d) * size_of(whole.dtype());
-  for (std::int64_t head = 0; head < s.b * s.h; ++head)
-    std::memcpy(static_cast<std::byte*>(whole.raw()) + (head * s.n + c.begin) * row_bytes,
-                static_cast<const std::byte*>(part.raw()) + head * c.length * row_bytes, c.length * row_bytes);
 }
 
 // ---- the kernels of one block, by dtype and D -----------------------------------------------

@@ -1,18 +1,21 @@
 // Stage 11's ring bookkeeping, on the CPU: the split of the sequence (every token held once; zigzag's
 // two chunks), the schedule (every GPU sees every K/V block once in P steps), the three kinds of
-// block and their work (zigzag balanced, contiguous not: the counted imbalance), and the ring
-// modelled in float64 — forward and backward, 1 to 5 GPUs, both splits, causal and not, sequences
+// block and their work (zigzag balanced, contiguous not: the counted imbalance), the GPU code's
+// layout of chunks and blocks (offsets, sizes, rows taken and put back), and the ring modelled in
+// float64 — forward and backward, 1 to 5 GPUs, both splits, causal and not, sequences
 // that are no multiple of the chunks and shorter than them, large logits — against the float64
 // attention and gradients of the whole sequence, to rounding.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <numeric>
 #include <vector>
 
+#include "11_ring_attention/ring_layout.hpp"
 #include "11_ring_attention/ring_model.hpp"
 #include "11_ring_attention/ring_schedule.hpp"
 #include "fa/backward.hpp"
@@ -165,4 +168,49 @@ TEST_CASE("problems the ring does not run are refused with one line") {
   CHECK_THROWS_AS(fa::step11::require_ring_problem(grouped, 2), fa::UsageError);
   CHECK_THROWS_AS(fa::step11::parse_split("stripes"), fa::UsageError);
   CHECK(fa::step11::parse_split("zigzag") == Split::zigzag);
+}
+
+TEST_CASE("the GPU code's layout: a block's K and V parts tile its buffer; rows taken and put back") {
+  fa::Problem p = fa::testing::problem(1001, 1001, 64, true, 2, 3);
+  p.dtype = fa::DType::bfloat16;
+  for (const Split split : kSplits)
+    for (int gpus = 1; gpus <= 4; ++gpus) {
+      INFO("P = " << gpus << ", " << fa::step11::to_string(split));
+      std::int64_t all_tokens = 0;
+      for (int r = 0; r < gpus; ++r) {
+        const auto chunks = fa::step11::rank_chunks(p.seq_k, gpus, split, r);
+        for (const std::size_t element : {std::size_t{2}, std::size_t{4}}) {
+          const fa::step11::BlockLayout l = fa::step11::block_layout(p, chunks, element);
+          std::size_t at = 0;
+          for (std::size_t c = 0; c < chunks.size(); ++c) {  // K then V of each chunk, back to back
+            const std::size_t part = static_cast<std::size_t>(p.batch * p.heads * chunks[c].length * p.dim) * element;
+            CHECK(l.k_at[c] == at);
+            CHECK(l.v_at[c] == at + part);
+            CHECK(l.k_at[c] % 16 == 0);  // the kernels move 16-byte pieces (D = 64: every offset a multiple of 128 bytes)
+            at += 2 * part;
+          }
+          CHECK(l.bytes == at);
+        }
+        for (const Chunk& c : chunks) all_tokens += c.length;
+      }
+      CHECK(all_tokens == p.seq_k);
+    }
+  // Taking every rank's rows and putting them back rebuilds the tensor exactly (fp16 and float32, two heads' worth).
+  for (const fa::DType t : {fa::DType::float16, fa::DType::float32}) {
+    fa::HostTensor drawn(fa::Shape4{2, 3, 77, 8});
+    fa::Rng rng(1500);
+    fa::fill_normal(drawn, rng, 0.5, 1.0);
+    const fa::HostTensor whole = drawn.converted(t);
+    fa::HostTensor rebuilt(whole.shape(), t, -1.0f);
+    for (int r = 0; r < 3; ++r)
+      for (const Chunk& c : fa::step11::rank_chunks(77, 3, Split::zigzag, r)) {
+        const fa::HostTensor part = fa::step11::take_rows(whole, c);
+        CHECK(part.shape() == fa::Shape4{2, 3, c.length, 8});
+        CHECK(part.get(0) == whole.get(c.begin * 8));                                   // head 0, its first row
+        CHECK(part.get((1 * 3 + 2) * c.length * 8) == whole.get(((1 * 3 + 2) * 77 + c.begin) * 8));  // batch 1, head 2
+        fa::step11::place_rows(rebuilt, part, c);
+      }
+    CHECK(std::memcmp(rebuilt.raw(), whole.raw(), whole.bytes()) == 0);
+    CHECK_THROWS_AS(fa::step11::take_rows(whole, Chunk{70, 8}), std::logic_error);
+  }
 }
