@@ -307,4 +307,51 @@ __global__ void __launch_bounds__(128) combine_kernel(const float* o_part, const
   if (lane == 0) lse[row] = lse_row;
 }
 
+// The same merge with a block of 128 threads per query row (DecodeOptions::block_merge; written
+// 2026-11-26, not yet measured). combine_kernel above gives each row one warp whose lanes each walk
+// all the splits one after the other, twice for the LSE and once per column: at batch 1 that is 8
+// blocks and a chain of dependent steps (12 µs at every cache length, chapter 10). Here thread s
+// reads split s's LSE, the block reduces the max and the sum at once, keeps each split's weight in
+// shared memory (split_merge.hpp's part_weight), and thread d sums column d over the splits with
+// four loads in flight.
+template <class T>
+__global__ void __launch_bounds__(128) merge_block_per_row_kernel(const float* o_part, const float* lse_part, T* o,
+                                                                  float* lse, long long rows, int splits, int dim) {
+  __shared__ float weight[128];  // splits <= 128 (choose_splits' cap, --splits' range)
+  __shared__ float partial[4];   // one value per warp
+  const long long row = blockIdx.x;
+  const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
+  const float mine = t < splits ? lse_part[t * rows + row] : -INFINITY;
+
+  float m = mine;  // the row's max over the splits: the warps', then the block's
+  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  if (lane == 0) partial[warp] = m;
+  __syncthreads();
+  m = fmaxf(fmaxf(partial[0], partial[1]), fmaxf(partial[2], partial[3]));
+  __syncthreads();
+  float sum = (mine == -INFINITY) ? 0.0f : expf(mine - m);  // a split without keys adds nothing
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (lane == 0) partial[warp] = sum;
+  __syncthreads();
+  sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+  const float lse_row = m == -INFINITY ? -INFINITY : m + logf(sum);  // no split saw a key: −inf, O = 0
+  if (t < splits) weight[t] = part_weight(mine, lse_row);
+  if (t == 0) lse[row] = lse_row;
+  __syncthreads();
+
+  for (int d = t; d < dim; d += blockDim.x) {
+    float acc = 0.0f;
+    int s = 0;
+    for (; s + 4 <= splits; s += 4) {  // independent loads, then the sums
+      const float x0 = o_part[((s + 0) * rows + row) * dim + d];
+      const float x1 = o_part[((s + 1) * rows + row) * dim + d];
+      const float x2 = o_part[((s + 2) * rows + row) * dim + d];
+      const float x3 = o_part[((s + 3) * rows + row) * dim + d];
+      acc += weight[s] * x0 + weight[s + 1] * x1 + weight[s + 2] * x2 + weight[s + 3] * x3;
+    }
+    for (; s < splits; ++s) acc += weight[s] * o_part[(s * rows + row) * dim + d];
+    o[row * dim + d] = static_cast<T>(acc);
+  }
+}
+
 }  // namespace fa::step10

@@ -46,6 +46,7 @@ template <>
 struct StageConfig<256> : DecodeConfig<256, 4, 16, 2> {};
 
 constexpr int kMaxSplits = 128;
+static_assert(kMaxSplits <= 128, "merge_block_per_row_kernel keeps one weight per split in 128 floats");
 
 std::int64_t row_tiles(const Problem& p) { return (p.heads / p.kv_heads() * p.seq_q + 15) / 16; }
 
@@ -131,8 +132,12 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   ctx.kernel_end("split");
   if (plan.splits > 1) {
     ctx.kernel_begin("combine");
-    combine_kernel<T><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, ctx.stream>>>(
-        a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, static_cast<int>(p.dim));
+    if (options.block_merge)
+      merge_block_per_row_kernel<T><<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(
+          a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, static_cast<int>(p.dim));
+    else
+      combine_kernel<T><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, ctx.stream>>>(
+          a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, static_cast<int>(p.dim));
     FA_CUDA_CHECK_LAUNCH();
     ctx.kernel_end("combine");
   }

@@ -21,6 +21,8 @@ inline const Supports kSupports{
 struct DecodeOptions {
   int splits = 0;                   // key chunks; 0: choose_splits on this GPU
   const int* cache_lens = nullptr;  // device [B]: each batch entry's cache length (<= Nk); nullptr: Nk
+  bool block_merge = false;         // merge the splits with a block per row (merge_block_per_row_kernel;
+                                    // not yet measured) instead of a warp per row (combine_kernel)
 };
 
 // Split-KV decoding (fa::DeviceForward with options): Q [B, Hq, Nq, D], K, V [B, Hkv, Nk, D] of

@@ -27,13 +27,14 @@ int main(int argc, char** argv) {
   spec.default_sweep = {1024, 8192, 32768};
   spec.default_seq_q = 1;  // a sweep (or --seq-k alone) is over the cache; one new query
   spec.supports = fa::step10::kSupports;
-  spec.variants = {"split_kv", "one_split"};
+  spec.variants = {"split_kv", "split_kv_block_merge", "one_split"};
   spec.notes =
       "kernel: one block per (batch, K/V head, 16 query rows, key chunk): the G = Hq/Hkv query heads of a\n"
       "group are rows of one tile (K/V read once per group); 4 warps split the chunk's key tiles (32 keys at\n"
       "D = 128, 64 at D = 64), each with two cp.async stages, merged in shared memory; mma.sync for both\n"
       "products. A second kernel merges the chunks by the LSE rule (split_merge.hpp).\n"
       "split_kv: key chunks chosen from the shape and the SM count (--splits N to force N);\n"
+      "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (not yet measured);\n"
       "one_split: one chunk, no merge kernel.\n"
       "memory beyond Q, K, V, O, LSE: the partial results, splits·B·Hq·Nq·(D + 1) floats (measured).\n"
       "compared with: stage 07 on K/V repeated to Hq heads (the repeat is timed with it).\n"
@@ -56,6 +57,11 @@ int main(int argc, char** argv) {
     fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits});
   };
   def.variants.push_back(fa::gpu_variant("10", "split_kv", /*ours=*/true, split_kv));
+  const fa::DeviceForward block_merge = [splits](const fa::Problem& p, const fa::AttentionInputs& in,
+                                                 const fa::AttentionOutputs& out, fa::DeviceContext& ctx) {
+    fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .block_merge = true});
+  };
+  def.variants.push_back(fa::gpu_variant("10", "split_kv_block_merge", /*ours=*/true, block_merge));
   def.variants.push_back(fa::gpu_variant("10", "one_split", /*ours=*/true, fa::step10::attention_forward_one_split));
   // The previous stage beside it, same dtype: the chart's comparison and the second opinion.
   def.variants.push_back(fa::gpu_variant("07", "flash", /*ours=*/false, fa::step10::stage07_repeated_heads));

@@ -30,20 +30,22 @@ fa::Problem decode_problem(std::int64_t nq, std::int64_t nk, std::int64_t d, boo
   return p;
 }
 
-fa::DeviceForward with_splits(int splits) {
-  return [splits](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
-                  fa::DeviceContext& ctx) {
-    fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits});
+fa::DeviceForward with_splits(int splits, bool block_merge = false) {
+  return [splits, block_merge](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
+                               fa::DeviceContext& ctx) {
+    fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .block_merge = block_merge});
   };
 }
 
 // One case at the given splits (0: chosen): against float64 on every row, rows without keys
 // exactly 0 and −inf, and the memory beyond the tensors exactly the partial results.
-void check_case(const fa::Problem& p, std::uint64_t seed, int splits, fa::InputKind kind = fa::InputKind::normal) {
+void check_case(const fa::Problem& p, std::uint64_t seed, int splits, fa::InputKind kind = fa::InputKind::normal,
+                bool block_merge = false) {
   const fa::step10::DecodePlan plan = fa::step10::plan_decode(p, splits);
-  INFO(p.describe() << " " << fa::to_string(p.dtype) << ", " << plan.splits << " splits");
+  INFO(p.describe() << " " << fa::to_string(p.dtype) << ", " << plan.splits << " splits"
+                    << (block_merge ? ", merged by a block per row" : ""));
   const fa::AttentionData in = fa::make_inputs(p, seed, kind);
-  const fa::GpuRun r = fa::run_once(p, in, with_splits(splits));
+  const fa::GpuRun r = fa::run_once(p, in, with_splits(splits, block_merge));
   const std::int64_t partials = plan.splits > 1 ? plan.splits * p.batch * p.heads * p.seq_q * (p.dim + 1) * 4 : 0;
   CHECK(r.extra_bytes == partials);
   fa::testing::check_verified(p, in, r.out, "10 split_kv");
@@ -115,6 +117,20 @@ TEST_CASE("more splits than key tiles, rows past 16 per K/V head, Nq > Nk, and t
   }
   check_case(decode_problem(4, 3000, 128, true, 8, 2, fa::DType::bfloat16), ++seed, 0, fa::InputKind::large_logits);
   check_case(decode_problem(1, 3000, 64, false, 8, 8, fa::DType::float16), ++seed, 7, fa::InputKind::large_logits);
+}
+
+TEST_CASE("the block-per-row merge: the same checks, 2 to 128 splits, empty splits and rows without keys") {
+  skip_without_gpu();
+  std::uint64_t seed = 10700;
+  for (const fa::DType t : kDtypes)
+    for (const std::int64_t d : {64, 128, 256})
+      for (const bool causal : {false, true})
+        for (const int splits : {0, 2, 5, 9, 128}) {
+          check_case(decode_problem(1, 4097, d, causal, 8, 2, t), ++seed, splits, fa::InputKind::normal, true);
+          check_case(decode_problem(3, 300, d, causal, 8, 1, t), ++seed, splits, fa::InputKind::normal, true);
+        }
+  check_case(decode_problem(5, 3, 64, true, 8, 1, fa::DType::bfloat16), ++seed, 3, fa::InputKind::normal, true);  // Nq > Nk
+  check_case(decode_problem(4, 3000, 128, true, 8, 2, fa::DType::bfloat16), ++seed, 7, fa::InputKind::large_logits, true);
 }
 
 TEST_CASE("the chosen splits split a long cache of one sequence, and the result matches stage 07 on every row") {
