@@ -2,6 +2,7 @@
 // and the merge are written as the NCCL stage runs them, one GPU after another instead of at once.
 #include "11_ring_attention/ring_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,6 +12,7 @@
 
 #include "11_ring_attention/ring_merge.hpp"
 #include "fa/backward.hpp"
+#include "fa/reference.hpp"
 
 namespace fa::step11 {
 namespace {
@@ -220,6 +222,35 @@ RingGradientsF64 ring_backward_model(const Problem& p, const AttentionData& in, 
       }
     }
   return out;
+}
+
+double max_relative_error(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) throw std::logic_error("max_relative_error: sizes differ");
+  double err = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isfinite(want[i])) scale = std::max(scale, std::abs(want[i]));
+    if (got[i] == want[i]) continue;  // also −inf against −inf: a row without keys
+    const double e = std::abs(got[i] - want[i]);
+    err = std::isnan(e) ? kInf : std::max(err, e);
+  }
+  return err / std::max(scale, 1e-300);
+}
+
+ModelErrors model_errors(const Problem& p, const AttentionData& in, const HostTensor& d_o, int gpus, Split split) {
+  const RingForwardF64 ring = ring_forward_model(p, in, gpus, split);
+  const RingGradientsF64 grads = ring_backward_model(p, in, d_o, ring, gpus, split);
+  const ReferenceF64 want = reference_attention_f64(p, in);
+  std::vector<double> dq, dk, dv;
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads; ++h) {
+      const HeadGradientsF64 g = head_backward_f64(p, head_f64(in.q, b, h), head_f64(in.k, b, h), head_f64(in.v, b, h),
+                                                   head_f64(d_o, b, h), all_indices(p.seq_q), all_indices(p.seq_k));
+      dq.insert(dq.end(), g.dq.data(), g.dq.data() + g.dq.size());
+      dk.insert(dk.end(), g.dk.data(), g.dk.data() + g.dk.size());
+      dv.insert(dv.end(), g.dv.data(), g.dv.data() + g.dv.size());
+    }
+  return {max_relative_error(ring.o, want.o), max_relative_error(ring.lse, want.lse), max_relative_error(grads.dq, dq),
+          max_relative_error(grads.dk, dk), max_relative_error(grads.dv, dv)};
 }
 
 }  // namespace fa::step11

@@ -31,6 +31,15 @@ RingForwardF64 ring_forward_model(const Problem& p, const AttentionData& in, int
 RingGradientsF64 ring_backward_model(const Problem& p, const AttentionData& in, const HostTensor& d_o,
                                      const RingForwardF64& forward, int gpus, Split split);
 
+// The model against the float64 attention and gradients of the whole sequence (common's reference
+// and backward, every row of every head): for each output, the largest |model − reference| over the
+// largest |reference|. NaN-safe: a NaN makes the error +inf.
+struct ModelErrors {
+  double o = 0, lse = 0, dq = 0, dk = 0, dv = 0;
+};
+ModelErrors model_errors(const Problem& p, const AttentionData& in, const HostTensor& d_o, int gpus, Split split);
+double max_relative_error(const std::vector<double>& got, const std::vector<double>& want);
+
 // The problems the ring runs: one line (fa::UsageError) for any other.
 void require_ring_problem(const Problem& p, int gpus);
 

@@ -9,18 +9,14 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "11_ring_attention/ring_model.hpp"
 #include "11_ring_attention/ring_schedule.hpp"
-#include "fa/backward.hpp"
 #include "fa/cli.hpp"
 #include "fa/random.hpp"
-#include "fa/reference.hpp"
 
 namespace {
 
@@ -41,16 +37,6 @@ std::string kinds(const std::vector<Chunk>& queries, const std::vector<Chunk>& k
       s += b == Block::full ? "F" : b == Block::diagonal ? "D" : ".";
     }
   return s;
-}
-
-double max_relative(const std::vector<double>& got, const std::vector<double>& want) {
-  double err = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double e = std::abs(got[i] - want[i]);
-    err = std::isnan(e) ? INFINITY : std::max(err, e);
-    if (std::isfinite(want[i])) scale = std::max(scale, std::abs(want[i]));
-  }
-  return err / std::max(scale, 1e-300);
 }
 
 }  // namespace
@@ -118,20 +104,8 @@ int main(int argc, char** argv) {
       p.dim = 32;
       p.causal = causal;
       const fa::AttentionData in = fa::make_inputs(p, 11);
-      const fa::HostTensor d_o = fa::make_output_grad(p, 12);
-      const RingForwardF64 ring = ring_forward_model(p, in, gpus, split);
-      const RingGradientsF64 grads = ring_backward_model(p, in, d_o, ring, gpus, split);
-      const fa::ReferenceF64 want = fa::reference_attention_f64(p, in);
-      std::vector<double> dq, dk, dv;
-      for (long long h = 0; h < p.heads; ++h) {
-        const auto g = fa::head_backward_f64(p, fa::head_f64(in.q, 0, h), fa::head_f64(in.k, 0, h), fa::head_f64(in.v, 0, h),
-                                             fa::head_f64(d_o, 0, h), fa::all_indices(p.seq_q), fa::all_indices(p.seq_k));
-        dq.insert(dq.end(), g.dq.data(), g.dq.data() + g.dq.size());
-        dk.insert(dk.end(), g.dk.data(), g.dk.data() + g.dk.size());
-        dv.insert(dv.end(), g.dv.data(), g.dv.data() + g.dv.size());
-      }
-      const double errors[] = {max_relative(ring.o, want.o), max_relative(ring.lse, want.lse), max_relative(grads.dq, dq),
-                               max_relative(grads.dk, dk), max_relative(grads.dv, dv)};
+      const ModelErrors e = model_errors(p, in, fa::make_output_grad(p, 12), gpus, split);
+      const double errors[] = {e.o, e.lse, e.dq, e.dk, e.dv};
       const double worst = *std::max_element(std::begin(errors), std::end(errors));
       const bool ok = worst <= 1e-11;  // both sides in float64: only the order of the additions differs
       std::printf("\nthe ring modelled in float64 (B=1 H=2 N=%lld D=32, %d GPUs), against attention on the whole sequence:\n"
