@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
   ring.gpus = gpus > 0 ? gpus : std::max(devices, 1);
   // The single-GPU kernel beside the ring: stage 09's on compute capability 9.0, stage 07's elsewhere.
-  const bool hopper = devices > 0 && fa::query_device(0).compute_major == 9 && fa::query_device(0).compute_minor == 0;
+  const std::string one_gpu_stage = devices > 0 ? fa::step11::local_forward_stage() : "07";
 
   ring.overlap = !no_overlap;
   if (!timeline_path.empty()) return write_timeline(cli.options(), ring, backward ? fa::Pass::backward : fa::Pass::forward,
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
     def.variants.push_back(fa::gpu_backward_variant("08", "one_gpu", /*ours=*/false, fa::step11::local_forward,
                                                     fa::step11::local_backward));
   } else {
-    def.variants.push_back(fa::gpu_variant(hopper ? "09" : "07", "one_gpu", /*ours=*/false, fa::step11::local_forward));
+    def.variants.push_back(fa::gpu_variant(one_gpu_stage, "one_gpu", /*ours=*/false, fa::step11::local_forward));
     def.verify.previous = fa::PreviousStage{"one GPU", fa::gpu_forward(fa::step11::local_forward)};
   }
   fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);

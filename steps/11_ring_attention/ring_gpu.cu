@@ -779,10 +779,10 @@ void local_backward(const Problem& p, const AttentionInputs& in, ConstTensorView
   step08::attention_backward(p, in, o, lse, d_o, grads, ctx);
 }
 
-const char* local_forward_name() {
+const char* local_forward_stage() {
   int device = 0;
   FA_CUDA_CHECK(cudaGetDevice(&device));
-  return is_hopper(device) ? "09 overlap" : "07 flash";
+  return is_hopper(device) ? "09" : "07";
 }
 
 Variant ring_variant(const std::string& name, const RingOptions& o, Pass pass) {

@@ -116,6 +116,6 @@ Variant ring_variant(const std::string& name, const RingOptions& o, Pass pass);
 void local_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
 void local_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                     ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
-const char* local_forward_name();  // "09 overlap" or "07 flash", for the device current now
+const char* local_forward_stage();  // "09" or "07": the stage local_forward runs on the current device
 
 }  // namespace fa::step11
