@@ -14,16 +14,6 @@
 
 namespace fa::step11 {
 
-__device__ inline float to_float(float x) { return x; }
-__device__ inline float to_float(__half x) { return __half2float(x); }
-__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class T>
-__device__ T from_float(float x);
-template <>
-__device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
 // rows query rows of D values: o_acc/lse_acc (float32) absorb o_b (the block's O, 16-bit) and lse_b.
 // A warp per row; lane l merges the D/32 columns [l·D/32, (l+1)·D/32) with merge_row (the weights
 // depend only on the two LSEs, so the lanes agree), and lane 0 stores the new LSE.
@@ -37,7 +27,7 @@ __global__ void merge_block_kernel(float* __restrict__ o_acc, float* __restrict_
   for (std::int64_t row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; row < rows; row += warps) {
     float lse = lse_acc[row];
     float o_b_part[kPerLane];
-    for (int c = 0; c < kPerLane; ++c) o_b_part[c] = to_float(o_b[row * D + lane * kPerLane + c]);
+    for (int c = 0; c < kPerLane; ++c) o_b_part[c] = static_cast<float>(o_b[row * D + lane * kPerLane + c]);
     merge_row(o_acc + row * D + lane * kPerLane, lse, o_b_part, lse_b[row], kPerLane);
     __syncwarp();  // every lane has read the old LSE before lane 0 overwrites it
     if (lane == 0) lse_acc[row] = lse;
@@ -57,7 +47,7 @@ template <class T>
 __global__ void accumulate_kernel(float* __restrict__ acc, const T* __restrict__ add, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    acc[i] += to_float(add[i]);
+    acc[i] += static_cast<float>(add[i]);
 }
 
 // out[i] = round(in[i]) to T: a float32 accumulator to the stage's 16-bit output, once, at the end.
@@ -65,7 +55,7 @@ template <class T>
 __global__ void round_kernel(T* __restrict__ out, const float* __restrict__ in, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    out[i] = from_float<T>(in[i]);
+    out[i] = static_cast<T>(in[i]);  // round to nearest, as stage 10's merge
 }
 
 }  // namespace fa::step11
