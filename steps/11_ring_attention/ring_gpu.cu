@@ -25,16 +25,13 @@
 #include <stdexcept>
 #include <utility>
 
-#if defined(FA_HAVE_NCCL)
-#include <nccl.h>
-#endif
-
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "09_hopper/hopper.cuh"
 #include "11_ring_attention/ring_kernels.cuh"
 #include "11_ring_attention/ring_layout.hpp"
 #include "11_ring_attention/ring_model.hpp"
+#include "11_ring_attention/ring_transport.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/event_timer.cuh"
 
@@ -42,21 +39,6 @@ namespace fa::step11 {
 namespace {
 
 // ---- small helpers --------------------------------------------------------------------------
-
-// Makes `device` current for the scope; the caller's device comes back after.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    FA_CUDA_CHECK(cudaGetDevice(&saved_));
-    FA_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(saved_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int saved_ = 0;
-};
 
 constexpr int kThreads = 256;
 unsigned grid_for(std::int64_t n) {
@@ -157,111 +139,6 @@ struct Rank {
   // The stream a hop runs on: the comm stream, or the compute stream when hops do not overlap.
   cudaStream_t hop_stream(bool overlap) const { return overlap ? comm : compute; }
   std::byte* block(int step) { return step == 0 ? home.data() : kv[step % 2].data(); }
-};
-
-// ---- transports -----------------------------------------------------------------------------
-
-// One hop for every rank at once: rank r sends send[r] (send_bytes[r]) to r + 1 and receives
-// recv_bytes[r] into recv[r] from r − 1, queued on streams[r]. When streams[r] moves past the hop,
-// both its send and its receive are complete (so either buffer may be reused).
-class Exchange {
- public:
-  virtual ~Exchange() = default;
-  virtual void hop(std::deque<Rank>& ranks, const std::vector<const void*>& send,
-                   const std::vector<std::size_t>& send_bytes, const std::vector<void*>& recv,
-                   const std::vector<std::size_t>& recv_bytes, const std::vector<cudaStream_t>& streams) = 0;
-};
-
-#if defined(FA_HAVE_NCCL)
-void nccl_check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw std::runtime_error(std::string("NCCL: ") + what + ": " + ncclGetErrorString(r));
-}
-
-// The sends and receives of a hop in one group: NCCL matches each send with the next rank's receive
-// and runs them as one step; one host thread may drive every rank this way.
-class NcclExchange final : public Exchange {
- public:
-  explicit NcclExchange(const std::vector<int>& devices) : comms_(devices.size()) {
-    nccl_check(ncclCommInitAll(comms_.data(), static_cast<int>(devices.size()), devices.data()), "ncclCommInitAll");
-  }
-  ~NcclExchange() override {
-    // Finalize every communicator in one group (each waits for its peers), then free them.
-    ncclGroupStart();
-    for (ncclComm_t c : comms_) ncclCommFinalize(c);
-    ncclGroupEnd();
-    for (ncclComm_t c : comms_) ncclCommDestroy(c);
-  }
-  void hop(std::deque<Rank>& ranks, const std::vector<const void*>& send, const std::vector<std::size_t>& send_bytes,
-           const std::vector<void*>& recv, const std::vector<std::size_t>& recv_bytes,
-           const std::vector<cudaStream_t>& streams) override {
-    const int P = static_cast<int>(ranks.size());
-    nccl_check(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < P; ++r) {
-      nccl_check(ncclSend(send[r], send_bytes[r], ncclUint8, (r + 1) % P, comms_[r], streams[r]), "ncclSend");
-      nccl_check(ncclRecv(recv[r], recv_bytes[r], ncclUint8, (r + P - 1) % P, comms_[r], streams[r]), "ncclRecv");
-    }
-    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
-  }
-
- private:
-  std::vector<ncclComm_t> comms_;
-};
-#endif
-
-// The same hop with copies: rank r pulls its previous rank's buffer with cudaMemcpyPeerAsync on its
-// own stream, after both ranks reached the hop (event `ready`), and r's stream moves on only once
-// its next rank has pulled from r (event `copied`): the semantics of the NCCL group above.
-class CopyExchange final : public Exchange {
- public:
-  explicit CopyExchange(const std::deque<Rank>& ranks) {
-    const int P = static_cast<int>(ranks.size());
-    for (int r = 0; r < P; ++r) {  // direct copies between different GPUs, where they can (else staged by the driver)
-      const int to = ranks[r].device, from = ranks[(r + P - 1) % P].device;
-      int can = 0;
-      if (to != from && cudaDeviceCanAccessPeer(&can, to, from) == cudaSuccess && can) {
-        DeviceScope on(to);
-        const cudaError_t e = cudaDeviceEnablePeerAccess(from, 0);
-        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) FA_CUDA_CHECK(e);
-        cudaGetLastError();  // "already enabled" is not an error here
-      }
-    }
-    for (const Rank& rk : ranks) {
-      DeviceScope on(rk.device);
-      cudaEvent_t ready = nullptr, copied = nullptr;
-      FA_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-      FA_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
-      ready_.push_back(ready);
-      copied_.push_back(copied);
-    }
-  }
-  ~CopyExchange() override {
-    for (cudaEvent_t e : ready_) cudaEventDestroy(e);
-    for (cudaEvent_t e : copied_) cudaEventDestroy(e);
-  }
-  void hop(std::deque<Rank>& ranks, const std::vector<const void*>& send, const std::vector<std::size_t>& send_bytes,
-           const std::vector<void*>& recv, const std::vector<std::size_t>& recv_bytes,
-           const std::vector<cudaStream_t>& streams) override {
-    const int P = static_cast<int>(ranks.size());
-    for (int r = 0; r < P; ++r) {
-      DeviceScope on(ranks[r].device);
-      FA_CUDA_CHECK(cudaEventRecord(ready_[r], streams[r]));
-    }
-    for (int r = 0; r < P; ++r) {
-      const int prev = (r + P - 1) % P;
-      if (send_bytes[prev] != recv_bytes[r]) throw std::logic_error("ring: a hop's send and receive sizes differ");
-      DeviceScope on(ranks[r].device);
-      FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], ready_[prev], 0));
-      FA_CUDA_CHECK(cudaMemcpyPeerAsync(recv[r], ranks[r].device, send[prev], ranks[prev].device, recv_bytes[r], streams[r]));
-      FA_CUDA_CHECK(cudaEventRecord(copied_[r], streams[r]));
-    }
-    for (int r = 0; r < P; ++r) {
-      DeviceScope on(ranks[r].device);
-      FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], copied_[(r + 1) % P], 0));
-    }
-  }
-
- private:
-  std::vector<cudaEvent_t> ready_, copied_;
 };
 
 }  // namespace
@@ -384,10 +261,8 @@ RingAttention::Impl::Impl(const Problem& problem, const RingOptions& o, Pass pas
     FA_CUDA_CHECK(cudaDeviceSynchronize());
   }
   if (P > 1) {
-#if defined(FA_HAVE_NCCL)
-    if (opt.transport == Transport::nccl) exchange = std::make_unique<NcclExchange>(devices);
-#endif
-    if (opt.transport == Transport::copy) exchange = std::make_unique<CopyExchange>(ranks);
+    if (opt.transport == Transport::nccl) exchange = make_nccl_exchange(devices);
+    if (opt.transport == Transport::copy) exchange = make_copy_exchange(devices);
   }
 }
 
@@ -529,7 +404,7 @@ void RingAttention::Impl::hop(int step, bool gradients) {
     recv_bytes[r] = layout[block_owner(r, step + 1, P)].bytes;
     mark[r] = open_mark(rk, streams[r], "hop", gradients ? "dK/dV hop" : "K/V hop", gradients ? step : step + 1);
   }
-  exchange->hop(ranks, send, send_bytes, recv, recv_bytes, streams);
+  exchange->hop(send, send_bytes, recv, recv_bytes, streams);
   for (int r = 0; r < P; ++r) {
     close_mark(mark[r], streams[r]);
     DeviceScope on(ranks[r].device);
@@ -729,14 +604,6 @@ Transport parse_transport(const std::string& name) {
   if (name == "nccl") return Transport::nccl;
   if (name == "copy") return Transport::copy;
   throw UsageError("--transport must be nccl or copy, not '" + name + "'");
-}
-
-bool built_with_nccl() {
-#if defined(FA_HAVE_NCCL)
-  return true;
-#else
-  return false;
-#endif
 }
 
 std::vector<int> rank_devices(const RingOptions& o) {
