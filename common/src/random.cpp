@@ -2,12 +2,15 @@
 
 #include <cmath>
 #include <numbers>
+#include <span>
+
+#include "fa/parallel.hpp"
 
 namespace fa {
 
 std::uint64_t Rng::next_u64() {
   // splitmix64 (Steele, Lea, Flood 2014): tiny, fast and statistically good enough for test data.
-  std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  std::uint64_t z = (state_ += kGamma);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
@@ -46,7 +49,24 @@ const char* to_string(InputKind kind) {
 }
 
 void fill_normal(HostTensor& t, Rng& rng, double mean, double stddev) {
-  for (float& x : t.values()) x = static_cast<float>(rng.normal(mean, stddev));
+  std::span<float> v = t.values();
+  if (v.empty()) return;
+  std::size_t first = 0;
+  if (rng.has_spare()) v[first++] = static_cast<float>(rng.normal(mean, stddev));  // the pending half of a pair
+  // With no spare pending, element e of what is left comes from the pair of draws 2⌊e/2⌋ and
+  // 2⌊e/2⌋ + 1: a range starting at an even e draws alone from a copy of rng moved on by e draws.
+  const std::int64_t pairs = static_cast<std::int64_t>(v.size() - first) / 2;
+  float* out = v.data() + first;
+  parallel_ranges(
+      2 * pairs,
+      [&](std::int64_t begin, std::int64_t end) {
+        Rng own = rng;
+        own.skip(static_cast<std::uint64_t>(begin));
+        for (std::int64_t e = begin; e < end; ++e) out[e] = static_cast<float>(own.normal(mean, stddev));
+      },
+      /*align=*/2);
+  rng.skip(static_cast<std::uint64_t>(2 * pairs));
+  if (first + 2 * static_cast<std::size_t>(pairs) < v.size()) v.back() = static_cast<float>(rng.normal(mean, stddev));  // leaves a spare
 }
 
 namespace {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "fa/parallel.hpp"
+
 namespace fa {
 
 std::string Shape4::str() const {
@@ -58,13 +60,17 @@ void HostTensor::set(std::int64_t flat, float value) {
 
 HostTensor HostTensor::converted(DType to) const {
   HostTensor out(shape_, to);
-  for (std::int64_t i = 0; i < numel(); ++i) out.set(i, get(i));
+  parallel_ranges(numel(), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) out.set(i, get(i));
+  });
   return out;
 }
 
 std::vector<float> HostTensor::to_float() const {
   std::vector<float> out(static_cast<std::size_t>(numel()));
-  for (std::int64_t i = 0; i < numel(); ++i) out[static_cast<std::size_t>(i)] = get(i);
+  parallel_ranges(numel(), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) out[static_cast<std::size_t>(i)] = get(i);
+  });
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "fa/random.hpp"
 
@@ -43,4 +44,24 @@ TEST_CASE("large-logit inputs give scores of order 50..200") {
 TEST_CASE("input kinds parse by name") {
   CHECK(fa::parse_input_kind("ramp") == fa::InputKind::ramp);
   CHECK_THROWS_AS(fa::parse_input_kind("zeros"), fa::UsageError);
+}
+
+TEST_CASE("a large tensor drawn on every core holds the numbers of one loop, and leaves the generator where the loop does") {
+  // Odd sizes on purpose: the pair that Box-Muller draws is split across tensors, so the second
+  // tensor starts with the spare half of the first one's last pair.
+  for (const std::int64_t n : {std::int64_t{7}, std::int64_t{(1 << 21) + 3}}) {
+    fa::HostTensor a(fa::Shape4{1, 1, n, 1}), b(fa::Shape4{1, 1, n, 1});
+    fa::Rng parallel(11), serial(11);
+    fa::fill_normal(a, parallel, 0.5, 1.0);
+    fa::fill_normal(b, parallel, 0.5, 1.0);
+    std::vector<float> expected(static_cast<std::size_t>(2 * n));
+    for (float& x : expected) x = static_cast<float>(serial.normal(0.5, 1.0));
+    std::vector<float> got(a.values().begin(), a.values().end());
+    got.insert(got.end(), b.values().begin(), b.values().end());
+    CAPTURE(n);
+    CHECK(got == expected);
+    CHECK(parallel.has_spare() == serial.has_spare());
+    CHECK(parallel.normal(0.0, 1.0) == serial.normal(0.0, 1.0));
+    CHECK(parallel.normal(0.0, 1.0) == serial.normal(0.0, 1.0));
+  }
 }

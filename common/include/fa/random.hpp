@@ -20,7 +20,13 @@ class Rng {
   double uniform();                          // in [0, 1)
   double normal(double mean, double stddev);
 
+  // splitmix64's state is a counter: `draws` draws later is one addition away. This is what lets
+  // fill_normal draw a large tensor on every core and still give the numbers of one loop.
+  void skip(std::uint64_t draws) { state_ += draws * kGamma; }
+  bool has_spare() const { return has_spare_; }  // normal() draws two at a time and keeps one
+
  private:
+  static constexpr std::uint64_t kGamma = 0x9E3779B97F4A7C15ull;
   std::uint64_t state_;
   double spare_ = 0.0;
   bool has_spare_ = false;
@@ -35,6 +41,8 @@ enum class InputKind {
 InputKind parse_input_kind(std::string_view name);  // throws UsageError
 const char* to_string(InputKind kind);
 
+// Every value of t from rng.normal(mean, stddev), in order: the same values, and rng left in the same
+// state, as a loop calling rng.normal for each element (large tensors are drawn on all cores).
 void fill_normal(HostTensor& t, Rng& rng, double mean, double stddev);
 
 // Fresh Q, K, V for a problem. The same (problem, seed, kind) gives the same tensors.
