@@ -3,8 +3,12 @@
 # test_step11 test_step11_two_gpus). Prints one summary line per step; logs go to OUT.
 #   steps/11_ring_attention/device_check.sh BUILD_DIR OUT_DIR one   one GPU: the rings of 1-4 ranks (copy
 #                                                                  transport), the CLI tests, compute-sanitizer
-#   steps/11_ring_attention/device_check.sh BUILD_DIR OUT_DIR two   two GPUs: NCCL, then the speed-up runs
-#                                                                  (1 and 2 GPUs in one call, JSON into OUT)
+#   steps/11_ring_attention/device_check.sh BUILD_DIR OUT_DIR two       two GPUs: NCCL, the forward's speed-up
+#                                                                      runs (1 and 2 GPUs), the timelines, the
+#                                                                      backward verified at 16k (JSON into OUT)
+#   steps/11_ring_attention/device_check.sh BUILD_DIR OUT_DIR two_bwd   then, on the same machine: the
+#                                                                      backward's speed-up runs and a sequence
+#                                                                      too long for one GPU
 set -uo pipefail
 b=$1 out=$2 mode=${3:-one}
 s=$b/steps/11_ring_attention
@@ -17,20 +21,72 @@ if [ "$mode" = one ]; then
   run memcheck_bwd compute-sanitizer --tool memcheck $s/step11_ring_attention --backward --gpus 3 --transport copy --sweep 77,300 --heads 2 --dim 128 --causal --reps 1 --warmup 0
   run racecheck_fwd compute-sanitizer --tool racecheck $s/step11_ring_attention --gpus 2 --transport copy --seq 200 --heads 2 --dim 64 --reps 1 --warmup 0 --no-verify
   run synccheck_bwd compute-sanitizer --tool synccheck $s/step11_ring_attention --backward --gpus 2 --transport copy --seq 200 --heads 2 --dim 64 --reps 1 --warmup 0 --no-verify
-else
+elif [ "$mode" = two ]; then
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader > $out/gpus.txt
   run test_step11_two_gpus $s/test_step11_two_gpus
-  # The backward's float64 check reads every key for every sampled row's dK/dV: hours at 128k on the
-  # CPU, so the backward is verified at 16k and timed beyond without it; the forward is verified
-  # everywhere (sampled rows, and the single-GPU kernel on every row).
+  grep -q "Status: SUCCESS" $out/test_step11_two_gpus.log || mode=failed
+  mkdir -p $b/step11_results
+  # The forward: verified on every case (float64 on sampled rows, the single-GPU kernel on every
+  # row). --gpus 2 runs every variant; --gpus 1 the ring alone (and the single-GPU kernel again).
+  for causal in "--causal" ""; do
+    [ "$mode" = failed ] && break
+    c=$( [ -n "$causal" ] && echo _causal )
+    run fwd${c}_g2 $s/step11_ring_attention --gpus 2 --sweep 128k,256k $causal --reps 5 --warmup 1 --json $out/step11_fwd${c}_g2.json
+    run fwd${c}_g1 $s/step11_ring_attention --gpus 1 --variant ring --sweep 128k,256k $causal --reps 3 --warmup 1 --json $out/step11_fwd${c}_g1.json
+  done
+  # The measured timelines (chapter 11's figure): causal, 128k, with the hops under the steps and after them.
+  for pass in "" "--backward"; do
+    [ "$mode" = failed ] && break
+    p=$( [ -n "$pass" ] && echo bwd || echo fwd )
+    run timeline_$p $s/step11_ring_attention --gpus 2 --seq 128k --causal $pass --timeline $out/step11_timeline_${p}.json
+    run timeline_${p}_serial $s/step11_ring_attention --gpus 2 --seq 128k --causal $pass --no-overlap --timeline $out/step11_timeline_${p}_serial.json
+  done
+  # The backward's float64 check reads every key for every sampled row's dK/dV: hours at 128k on
+  # the CPU, so it is verified here at 16k and timed beyond without it (mode two_bwd).
+  for causal in "--causal" ""; do
+    [ "$mode" = failed ] && break
+    run verify_bwd$( [ -n "$causal" ] && echo _causal ) $s/step11_ring_attention --backward --gpus 2 --seq 16k $causal --reps 1 --warmup 0
+  done
+  cp $out/*.json $b/step11_results/ 2>/dev/null
+elif [ "$mode" = two_bwd ]; then
   for causal in "--causal" ""; do
     c=$( [ -n "$causal" ] && echo _causal )
-    run verify_bwd$c $s/step11_ring_attention --backward --gpus 2 --seq 16k $causal --reps 1 --warmup 0
-    for g in 1 2; do
-      run bench_fwd${c}_g$g $s/step11_ring_attention --gpus $g --sweep 128k,256k $causal --reps 5 --warmup 1 --json $out/step11_fwd${c}_g$g.json
-      run bench_bwd${c}_g$g $s/step11_ring_attention --backward --gpus $g --sweep 128k,256k $causal --reps 3 --warmup 1 --no-verify --json $out/step11_bwd${c}_g$g.json
-    done
+    run bwd${c}_g2 $s/step11_ring_attention --backward --gpus 2 --seq 128k $causal --reps 3 --warmup 1 --no-verify --json $out/step11_bwd${c}_g2.json
+    run bwd${c}_g2_256k $s/step11_ring_attention --backward --gpus 2 --variant ring --seq 256k $causal --reps 3 --warmup 1 --no-verify --json $out/step11_bwd${c}_g2_256k.json
+    run bwd${c}_g1 $s/step11_ring_attention --backward --gpus 1 --variant ring --sweep 128k,256k $causal --reps 3 --warmup 1 --no-verify --json $out/step11_bwd${c}_g1.json
   done
+  # A sequence too long for this stage on one GPU: the length from the measured memory of the
+  # one-GPU ring at 256k (mode two's results), 10 % beyond what one GPU holds, in 64k steps.
+  long=$(python3 - $b/step11_results/step11_fwd_causal_g1.json <<'PY'
+import json, subprocess, sys
+rows = [r for r in json.load(open(sys.argv[1]))["results"] if r["variant"] == "ring" and r["status"] == "ok"]
+r = max(rows, key=lambda r: r["seq_q"])
+total = int(subprocess.check_output(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"]).split()[0]) << 20
+n = 1.1 * total / (r["peak_bytes"] / r["seq_q"])
+print(int(-(-n // 65536)) * 65536)
+PY
+)
+  echo "long sequence: $long tokens" | tee $out/long_seq.txt
+  need=$(( long * 16 * 128 * 2 * 4 * 5 / 2 ))  # the harness's host check: 2.5x Q, K, V, O
+  grep MemTotal /proc/meminfo >> $out/long_seq.txt
+  if [ $(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) * 1024 * 8 / 10 )) -lt $need ]; then
+    # Where memory grows as it is used (KINDS.md), touch it once so that MemTotal shows it.
+    python3 -c "import numpy as np; a = np.ones($need // 8 * 13 // 10, dtype=np.float64); print(a[-1])" > /dev/null
+    grep MemTotal /proc/meminfo >> $out/long_seq.txt
+  fi
+  run long_g1 $s/step11_ring_attention --gpus 1 --variant ring --seq $long --causal --reps 1 --warmup 0 --no-verify --json $out/step11_long_g1.json
+  run long_g2 $s/step11_ring_attention --gpus 2 --variant ring --seq $long --causal --reps 1 --warmup 0 --json $out/step11_long_g2.json
 fi
+# One line per measured row of this call's results.
+python3 - $out/*.json <<'PY' 2>/dev/null
+import json, sys
+for path in sys.argv[1:]:
+    try: rows = json.load(open(path))["results"]
+    except Exception: continue
+    for r in rows:
+        print(f"{path.split('/')[-1]:28} {r['variant']:16} {r['pass']} N={r['seq_q']:>8} causal={int(r['causal'])} {r['status']:6} "
+              f"{r.get('median_ms') or 0:10.2f} ms {r.get('tflops') or 0:7.1f} TFLOP/s peak/GPU {(r.get('peak_bytes') or 0) / 2**30:6.2f} GiB "
+              f"verified={r.get('verification_ok')}")
+PY
 # The device tool brings back at most 8 files: one bundle.
 (cd $out && tar czf step11_device_check_$mode.tgz --exclude='*.tgz' . && find . -type f ! -name '*.tgz' -delete)
