@@ -3,12 +3,12 @@
 (the compute stream) and each hop of the K/V blocks (and, backward, of dK/dV) ran, from a file of
 `step11_ring_attention --timeline FILE`.
 
-    draw_ring_timeline.py TIMELINE.json [--out PNG]
+    draw_ring_timeline.py TIMELINE.json [TIMELINE.json ...] [--out PNG]
     draw_ring_timeline.py --self-test
 
 Two lanes per rank: compute above, hops below, each span labelled with its step. A hop drawn under
-an attention span is hidden by it; one that sticks out past it is what the ring waits for. Default
-output: the input's name with .png, beside it. Exit 2 with one line on a file that is not such a
+an attention span is hidden by it; one that sticks out past it is what the ring waits for. Several
+files: one panel each, top to bottom. Default output: the first input's name with .png, beside it. Exit 2 with one line on a file that is not such a
 timeline. --self-test draws a made-up timeline into a scratch folder and checks what it drew.
 """
 import argparse
@@ -36,13 +36,8 @@ def load(path: Path) -> dict:
     return doc
 
 
-def draw(doc: dict, out: Path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def draw_panel(ax, doc: dict):
     gpus = doc["gpus"]
-    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.9 * gpus))
     rows = []  # (y, label)
     for rank in range(gpus):
         for lane_index, lane in enumerate(("compute", "hop")):
@@ -55,8 +50,9 @@ def draw(doc: dict, out: Path):
                 ax.barh(y, width, left=s["start_ms"], height=0.8, color=COLOURS.get(s["what"], "0.5"),
                         edgecolor="black", linewidth=0.4, label=s["what"])
                 ax.text(s["start_ms"] + width / 2, y, str(s["step"]), ha="center", va="center", fontsize=7)
+    ax.set_xlim(left=min([0.0] + [s["start_ms"] for s in doc["spans"]]))
     ax.set_yticks([y for y, _ in rows], [label for _, label in rows], fontsize=8)
-    ax.set_xlabel("ms from the run's start on each GPU")
+    ax.set_xlabel("ms from the run's start on each GPU", fontsize=8)
     handles, labels = ax.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
@@ -64,10 +60,22 @@ def draw(doc: dict, out: Path):
     ax.set_title(f"stage 11 ring, {doc['pass']}: {gpus} GPUs ({doc['device']}), {doc['split']} split, hops {hops}; "
                  f"N = {doc['seq']}, H = {doc['heads']}, D = {doc['dim']}, {doc['dtype']}"
                  f"{', causal' if doc['causal'] else ''}", fontsize=9)
+
+
+def draw(docs: list, out: Path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    heights = [1.0 + 0.9 * d["gpus"] for d in docs]
+    fig, axes = plt.subplots(len(docs), 1, figsize=(10, sum(heights) + 0.4 * len(docs)),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, doc in zip(axes[:, 0], docs):
+        draw_panel(ax, doc)
     fig.tight_layout()
     fig.savefig(out, dpi=130)
     plt.close(fig)
-    return fig, ax
+    return fig, axes[:, 0]
 
 
 def self_test() -> int:
@@ -82,9 +90,9 @@ def self_test() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "t.json"
         src.write_text(json.dumps(doc))
-        _, ax = draw(load(src), Path(tmp) / "t.png")
-        bars = [p for p in ax.patches]
-        ok = len(bars) == len(spans) and (Path(tmp) / "t.png").stat().st_size > 1000
+        _, axes = draw([load(src), load(src)], Path(tmp) / "t.png")
+        ok = all(len(ax.patches) == len(spans) for ax in axes) and len(axes) == 2
+        ok = ok and (Path(tmp) / "t.png").stat().st_size > 1000
         bad = Path(tmp) / "bad.json"
         bad.write_text(json.dumps({"spans": []}))
         try:
@@ -98,22 +106,22 @@ def self_test() -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("timeline", nargs="?", type=Path)
+    ap.add_argument("timeline", nargs="*", type=Path)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
         return self_test()
-    if args.timeline is None:
+    if not args.timeline:
         print("draw_ring_timeline.py: give a timeline file (step11_ring_attention --timeline FILE)", file=sys.stderr)
         return 2
     try:
-        doc = load(args.timeline)
+        docs = [load(t) for t in args.timeline]
     except SystemExit as e:
         print(e, file=sys.stderr)
         return 2
-    out = args.out or args.timeline.with_suffix(".png")
-    draw(doc, out)
+    out = args.out or args.timeline[0].with_suffix(".png")
+    draw(docs, out)
     print(out)
     return 0
 

@@ -93,6 +93,13 @@ echo "== 10 decode roofline"
 # Chapter 11: the ring's schedule on the attention matrix, counted from the schedule's rules.
 echo "== 11 ring schedule"
 "$python" "$here/draw_ring_schedule.py" --out "$scratch" >/dev/null
+# ... and as it ran: the measured timelines of the ring on two GPUs (forward and backward, the
+# hops under the steps and after them).
+echo "== 11 ring timeline"
+timelines="$results/step11_timelines"
+"$python" "$here/draw_ring_timeline.py" "$timelines/step11_timeline_fwd_h200x2.json" \
+  "$timelines/step11_timeline_fwd_serial_h200x2.json" "$timelines/step11_timeline_bwd_h200x2.json" \
+  "$timelines/step11_timeline_bwd_serial_h200x2.json" --out "$scratch/11_ring_timeline.png" >/dev/null
 
 # Chapter 07: the tensor-core layouts (fragments, C -> A, ldmatrix, swizzle), from the rules alone.
 echo "== 07 layouts"
