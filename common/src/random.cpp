@@ -87,32 +87,43 @@ void fill_ramp(HostTensor& t, double row_slope, double col_slope, double offset)
 }  // namespace
 
 AttentionData make_inputs(const Problem& p, std::uint64_t seed, InputKind kind) {
-  AttentionData d{HostTensor(q_shape(p)), HostTensor(kv_shape(p)), HostTensor(kv_shape(p)), HostTensor()};
+  // Each tensor is drawn in float32 and rounded to p.dtype at once (the same inputs at every dtype),
+  // before the next is drawn: at most one float32 tensor is alive beside the 16-bit ones.
+  AttentionData d;
   Rng rng(seed);
+  auto draw = [&](Shape4 shape, auto fill) {
+    HostTensor t(shape);
+    fill(t);
+    return p.dtype == DType::float32 ? t : t.converted(p.dtype);
+  };
+  auto normal = [&rng](double mean, double stddev) {
+    return [&rng, mean, stddev](HostTensor& t) { fill_normal(t, rng, mean, stddev); };
+  };
+  auto ramp = [](double row_slope, double col_slope, double offset) {
+    return [=](HostTensor& t) { fill_ramp(t, row_slope, col_slope, offset); };
+  };
   switch (kind) {
     case InputKind::normal:
-      fill_normal(d.q, rng, 0.5, 1.0);
-      fill_normal(d.k, rng, 0.5, 1.0);
-      fill_normal(d.v, rng, 0.5, 1.0);
+      d.q = draw(q_shape(p), normal(0.5, 1.0));
+      d.k = draw(kv_shape(p), normal(0.5, 1.0));
+      d.v = draw(kv_shape(p), normal(0.5, 1.0));
       break;
     case InputKind::large_logits: {
       // With q, k ~ N(mu, sigma) the scaled score q.k * scale has mean mu^2 * D * scale. Pick mu
       // so that the mean is 120 and sigma so that scores spread over roughly 50..200.
       const double scale = p.softmax_scale();
       const double mu = std::sqrt(120.0 / (p.dim * scale));
-      fill_normal(d.q, rng, mu, 0.35 * mu);
-      fill_normal(d.k, rng, mu, 0.35 * mu);
-      fill_normal(d.v, rng, 0.5, 1.0);
+      d.q = draw(q_shape(p), normal(mu, 0.35 * mu));
+      d.k = draw(kv_shape(p), normal(mu, 0.35 * mu));
+      d.v = draw(kv_shape(p), normal(0.5, 1.0));
       break;
     }
     case InputKind::ramp:
-      fill_ramp(d.q, 2.0, 1.0, -0.5);
-      fill_ramp(d.k, 1.5, -1.0, 0.25);
-      fill_ramp(d.v, 3.0, 0.5, 0.1);
+      d.q = draw(q_shape(p), ramp(2.0, 1.0, -0.5));
+      d.k = draw(kv_shape(p), ramp(1.5, -1.0, 0.25));
+      d.v = draw(kv_shape(p), ramp(3.0, 0.5, 0.1));
       break;
   }
-  if (p.dtype != DType::float32)  // drawn in float32, then rounded: the same inputs at every dtype
-    for (HostTensor* t : {&d.q, &d.k, &d.v}) *t = t->converted(p.dtype);
   return d;
 }
 
