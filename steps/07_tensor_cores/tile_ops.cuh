@@ -31,6 +31,10 @@ struct KernelArgs {
   float scale_log2;  // τ·log2(e): P = 2^(s·τlog2e − m·τlog2e)
   bool causal;       // bottom-right: key j visible to query i iff j ≤ i + Nk − Nq
   bool heavy_first;  // causal: start the Q tiles with the most keys first
+  // Grouped-query heads (stage 10): query heads per K/V head. Query head bh = b·Hq + h reads K/V
+  // head bh / group (= b·Hkv + h / group, as Hq = Hkv·group). Stage 09's kernels read it; stage
+  // 07's kernels run group 1 only.
+  int group = 1;
 };
 
 // A ROWS × D tile, row-major, as the plain rungs keep it: element (r, c) at r·D + c. ldmatrix (or

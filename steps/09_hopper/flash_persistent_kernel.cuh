@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         // Q's buffer empty: the consumers are past the last tile's S (the first tile passes at once).
         barrier_wait(queue.q_empty, static_cast<std::uint32_t>((q_round & 1) ^ 1));
         produce_q(sh, maps, i0, head);
-        produce_kv(sh, maps, head, kv.count, it);
+        produce_kv(sh, maps, head / a.group, kv.count, it);
         it += kv.count, ++q_round;
       }
       w = static_cast<int>(gridDim.x) + atomicAdd(ts.counter, 1);

@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   if (threadIdx.x / 128 == 0) {  // the producer: unchanged
     release_registers<C::kProducerRegisters>();
-    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, work.head, kv.count);
+    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, work.head, work.head / a.group, kv.count);
     return;
   }
   take_registers<C::kConsumerRegisters>();

@@ -90,15 +90,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const BlockWork work = block_work(a.heavy_first);
   const int tile = work.tile;
   const int i0 = tile * Br;
-  const int head = work.head;
+  const int head = work.head, kv_head = head / a.group;  // grouped heads: stage 10
   const step07::KeyTiles kv = step07::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
   // One thread asks for K_j and V_j into stage j mod S.
   auto load_kv = [&](int j) {
     const int s = j % S;
     barrier_expect_bytes(&kv_full[s], 2 * tile_bytes<T, Bc, D>());
-    load_tile_tma<T, Bc, D>(k_tile(s), &maps.k, j * Bc, head, &kv_full[s]);
-    load_tile_tma<T, Bc, D>(v_tile(s), &maps.v, j * Bc, head, &kv_full[s]);
+    load_tile_tma<T, Bc, D>(k_tile(s), &maps.k, j * Bc, kv_head, &kv_full[s]);
+    load_tile_tma<T, Bc, D>(v_tile(s), &maps.v, j * Bc, kv_head, &kv_full[s]);
   };
   if (threadIdx.x == 0) {
     barrier_init(q_full, 1);

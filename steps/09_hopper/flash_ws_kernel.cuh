@@ -99,7 +99,7 @@ __device__ __forceinline__ void produce_q(const WsShared<T, C>& sh, const TileMa
   load_tile_tma<T, C::kBr, C::D>(sh.q_tile, &maps.q, i0, head, sh.q_full);
 }
 template <class T, class C>
-__device__ __forceinline__ void produce_kv(const WsShared<T, C>& sh, const TileMaps& maps, int head, int count,
+__device__ __forceinline__ void produce_kv(const WsShared<T, C>& sh, const TileMaps& maps, int kv_head, int count,
                                            int it0) {
   constexpr int S = C::kStages;
   for (int jj = 0; jj < count; ++jj) {  // jj: the tile's key tile (its keys); j: the block's count (its stage)
@@ -107,16 +107,16 @@ __device__ __forceinline__ void produce_kv(const WsShared<T, C>& sh, const TileM
     // Empty: the consumers released the tile j − S that was here (the first S pass at once).
     barrier_wait(&sh.kv_empty[s], static_cast<std::uint32_t>(((j / S) & 1) ^ 1));
     barrier_expect_bytes(&sh.k_full[s], tile_bytes<T, C::kBc, C::D>());
-    load_tile_tma<T, C::kBc, C::D>(sh.k_tile(s), &maps.k, jj * C::kBc, head, &sh.k_full[s]);
+    load_tile_tma<T, C::kBc, C::D>(sh.k_tile(s), &maps.k, jj * C::kBc, kv_head, &sh.k_full[s]);
     barrier_expect_bytes(&sh.v_full[s], tile_bytes<T, C::kBc, C::D>());
-    load_tile_tma<T, C::kBc, C::D>(sh.v_tile(s), &maps.v, jj * C::kBc, head, &sh.v_full[s]);
+    load_tile_tma<T, C::kBc, C::D>(sh.v_tile(s), &maps.v, jj * C::kBc, kv_head, &sh.v_full[s]);
   }
 }
 template <class T, class C>
 __device__ __forceinline__ void produce_tiles(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head,
-                                              int count) {
+                                              int kv_head, int count) {
   produce_q(sh, maps, i0, head);
-  produce_kv(sh, maps, head, count, 0);
+  produce_kv(sh, maps, kv_head, count, 0);
 }
 
 // The phase of tile j's wait on its stage's k_full or v_full: flips each time the stage is reused.
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   if (warpgroup == 0) {  // the producer
     release_registers<C::kProducerRegisters>();
-    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, head, kv.count);
+    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, head, head / a.group, kv.count);
     return;
   }
 

@@ -85,14 +85,15 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
   constexpr int kSmem = C::kSmemBytes + (kPersistent ? TileQueue::kBytes : 0);
   step07::check_launch(p, in, out, std::string("stage 09 ") + name, C::kBr, kSmem);
   opt_in_shared_memory_once<kernel, kSmem>();
-  const std::int64_t heads = p.heads_total();
+  const std::int64_t heads = p.heads_total(), kv_heads = p.batch * p.kv_heads();
   const TileMaps maps{make_tile_map<T>(in.q.as<T>(), heads, p.seq_q, D, C::kBr),
-                      make_tile_map<T>(in.k.as<T>(), heads, p.seq_k, D, C::kBc),
-                      make_tile_map<T>(in.v.as<T>(), heads, p.seq_k, D, C::kBc)};
+                      make_tile_map<T>(in.k.as<T>(), kv_heads, p.seq_k, D, C::kBc),
+                      make_tile_map<T>(in.v.as<T>(), kv_heads, p.seq_k, D, C::kBc)};
   const float scale = p.softmax_scale();
   const step07::KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
                                 static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), scale,
-                                scale * static_cast<float>(M_LOG2E), p.causal, p.causal};
+                                scale * static_cast<float>(M_LOG2E), p.causal, p.causal,
+                                static_cast<int>(p.heads / p.kv_heads())};
   const auto tiles = static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr);
   ctx.kernel_begin(name);
   if constexpr (kPersistent) {
@@ -136,8 +137,7 @@ void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOu
 
 void forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
              Rung rung) {
-  p.require(kSupports);
-  if (p.kv_heads() != p.heads) throw UsageError("stage 09 runs Hkv = Hq only (grouped heads: stage 10)");
+  p.require(kKernelSupports);
   if (p.heads_total() > 65535) throw UsageError("stage 09: B·H is at most 65535 (the TMA's head coordinate, the grid)");
   const bool half = p.dtype == DType::float16;
   if (p.dim == 64) {
@@ -156,6 +156,16 @@ void forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs
 
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
   forward(p, in, out, ctx, Rung::tma_wgmma);
+}
+
+bool runs_on(int device) {
+  static std::array<std::atomic<int>, 64> known{};  // 0 unknown, 1 no, 2 yes
+  std::atomic<int>& k = known[static_cast<std::size_t>(device) % known.size()];
+  if (k.load() == 0) {
+    const DeviceInfo d = query_device(device);
+    k.store(d.compute_major == 9 && d.compute_minor == 0 ? 2 : 1);
+  }
+  return k.load() == 2;
 }
 
 void attention_forward_warp_specialized(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,

@@ -17,6 +17,11 @@ namespace fa::step09 {
 // fp16 or bf16 inputs and output (float32 accumulators, float32 LSE), D = 64 and 128 (tuned) and
 // 256 (correct; tiles not tuned).
 inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128, 256}};
+// The kernels also take grouped-query heads (Hkv < Hq; the K/V tensor maps over B·Hkv heads, query
+// head bh reading K/V head bh / (Hq/Hkv)): stage 10's prefill runs them so. The stage's own
+// executable keeps kSupports, since stage 07, its comparison, has Hkv = Hq only.
+inline const Supports kKernelSupports{
+    .dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128, 256}, .grouped_heads = true};
 
 // The stage's forward (fa::DeviceForward): device views of contiguous [B,H,N,D] tensors of
 // p.dtype, 16-byte aligned; O and LSE written, nothing allocated. Causal: the bottom-right mask,
@@ -48,6 +53,11 @@ inline std::string hopper_skip_reason() {
   return "needs compute capability 9.0 (built for sm_90a, which runs there only); device 0 (" + d.name + ") is " +
          std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor);
 }
+
+// Whether the stage's kernels run on `device` (compute capability 9.0), asked once per device: the
+// later stages that pick stage 09 where it runs (10's prefill, 11's blocks) ask before every launch,
+// and reading a device's properties takes far longer than a launch.
+bool runs_on(int device);
 
 // For the stage's tests, before their first kernel: "skipped: <why>" and exit 77 unless on 9.0.
 inline void exit_skipped_unless_hopper() {

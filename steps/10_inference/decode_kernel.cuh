@@ -307,8 +307,8 @@ __global__ void __launch_bounds__(128) combine_kernel(const float* o_part, const
   if (lane == 0) lse[row] = lse_row;
 }
 
-// The same merge with a block of 128 threads per query row (DecodeOptions::block_merge; written
-// 2026-11-26, not yet measured). combine_kernel above gives each row one warp whose lanes each walk
+// The same merge with a block of 128 threads per query row (DecodeOptions::block_merge; 7.5-8 µs
+// faster at every cache length on an H100, docs/results/compare_10_decode_merge_h100.txt). combine_kernel above gives each row one warp whose lanes each walk
 // all the splits one after the other, twice for the LSE and once per column: at batch 1 that is 8
 // blocks and a chain of dependent steps (12 µs at every cache length, chapter 10). Here thread s
 // reads split s's LSE, the block reduces the max and the sum at once, keeps each split's weight in

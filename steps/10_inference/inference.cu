@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "07_tensor_cores/tensor_cores.cuh"
+#include "09_hopper/hopper.cuh"
 #include "10_inference/decode_kernel.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
@@ -212,16 +213,19 @@ void attention_forward_one_split(const Problem& p, const AttentionInputs& in, co
   decode_forward(p, in, out, ctx, DecodeOptions{.splits = 1});
 }
 
-void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                            DeviceContext& ctx) {
-  if (p.kv_heads() == p.heads) return step07::attention_forward(p, in, out, ctx);
+namespace {
+
+// K and V repeated to Hq heads (scratch, counted), then `forward` on that multi-head problem.
+void with_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+                         const DeviceForward& forward) {
+  if (p.kv_heads() == p.heads) return forward(p, in, out, ctx);
   Problem mha = p;
   mha.heads_kv = 0;
   const std::size_t bytes = static_cast<std::size_t>(mha.kv_elements()) * size_of(p.dtype);
   const long long chunks_per_head = p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;
   const long long total = mha.batch * mha.heads * chunks_per_head;
   if (p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) % 16 != 0)
-    throw UsageError("stage 07 with repeated heads: a head's K/V must be a multiple of 16 bytes");
+    throw UsageError("stage 10, K/V repeated to Hq heads: a head's K/V must be a multiple of 16 bytes");
   auto repeat = [&](ConstTensorView from, const char* name) {
     void* to = ctx.scratch(name, bytes);
     const unsigned blocks = static_cast<unsigned>(std::min<long long>((total + 255) / 256, 65535));
@@ -234,7 +238,34 @@ void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const A
   ctx.kernel_begin("repeat K/V");
   const AttentionInputs repeated{in.q, repeat(in.k, "K repeated to Hq heads"), repeat(in.v, "V repeated to Hq heads")};
   ctx.kernel_end("repeat K/V");
-  step07::attention_forward(mha, repeated, out, ctx);
+  forward(mha, repeated, out, ctx);
+}
+
+bool stage09_here() {
+  int device = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  return step09::runs_on(device);
+}
+
+}  // namespace
+
+void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                            DeviceContext& ctx) {
+  with_repeated_heads(p, in, out, ctx, step07::attention_forward);
+}
+
+void attention_forward_prefill(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                               DeviceContext& ctx) {
+  if (stage09_here()) step09::attention_forward_overlap(p, in, out, ctx);
+  else stage07_repeated_heads(p, in, out, ctx);
+}
+
+const char* prefill_stage() { return stage09_here() ? "09" : "07"; }
+
+void attention_forward_prefill_repeated(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                        DeviceContext& ctx) {
+  with_repeated_heads(p, in, out, ctx, stage09_here() ? DeviceForward(step09::attention_forward_overlap)
+                                                      : DeviceForward(step07::attention_forward));
 }
 
 std::string device_refusal(const Problem& p) {

@@ -1,6 +1,7 @@
 // Stage 10 — attention as inference runs it: grouped-query heads and split-KV decoding (a few
 // query rows against a long key/value cache), the splits merged by the LSE rule (inference.cu,
-// decode_kernel.cuh, split_merge.hpp; docs/10_inference.md).
+// decode_kernel.cuh, split_merge.hpp; docs/10_inference.md); and prefill with grouped heads on
+// stage 09's kernels (attention_forward_prefill).
 #pragma once
 
 #include <cstdint>
@@ -21,8 +22,8 @@ inline const Supports kSupports{
 struct DecodeOptions {
   int splits = 0;                   // key chunks; 0: choose_splits on this GPU
   const int* cache_lens = nullptr;  // device [B]: each batch entry's cache length (<= Nk); nullptr: Nk
-  bool block_merge = false;         // merge the splits with a block per row (merge_block_per_row_kernel;
-                                    // not yet measured) instead of a warp per row (combine_kernel)
+  bool block_merge = false;         // merge the splits with a block per row (merge_block_per_row_kernel,
+                                    // measured faster) instead of a warp per row (combine_kernel)
 };
 
 // Split-KV decoding (fa::DeviceForward with options): Q [B, Hq, Nq, D], K, V [B, Hkv, Nk, D] of
@@ -42,6 +43,19 @@ void attention_forward_one_split(const Problem& p, const AttentionInputs& in, co
 // stage 07's forward, which knows no grouped heads. Its time includes the repeat.
 void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                             DeviceContext& ctx);
+
+// Prefill with grouped heads (a prompt's first pass, Nq = Nk): the course's fastest forward with
+// each K/V head read by the G query heads of its group, not copied G times. On compute capability
+// 9.0 that is stage 09's overlap rung, whose kernels take Hkv < Hq (query head bh reads K/V head
+// bh / G); elsewhere stage 07 on K/V repeated to Hq (stage07_repeated_heads).
+void attention_forward_prefill(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                               DeviceContext& ctx);
+const char* prefill_stage();  // "09" or "07": the stage attention_forward_prefill runs on the current device
+// The same kernel on the multi-head problem of the same query shape: K and V repeated to Hq heads
+// first (its own kernel, timed apart as "repeat K/V" in the results' split_ms), then the forward
+// with Hkv = Hq. Its forward's time is the multi-head time that grouped prefill is measured against.
+void attention_forward_prefill_repeated(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                        DeviceContext& ctx);
 
 // The number of key chunks (docs/10_inference.md, "How many splits"): `blocks` blocks without
 // splitting (B·Hkv·row tiles), `key_tiles` tiles of keys, `slots` blocks the GPU runs at once (SMs

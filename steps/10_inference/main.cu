@@ -7,8 +7,11 @@
 //   build/steps/10_inference/step10_inference                                 the default sweep
 //   build/steps/10_inference/step10_inference --seq-q 4 --seq-k 100k --causal --batch 2
 //   build/steps/10_inference/step10_inference --variant split_kv --splits 8 --seq-k 32k
+//   build/steps/10_inference/step10_inference --prefill --sweep 4k,16k       grouped-query prefill (Nq = Nk)
+#include <algorithm>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include "10_inference/inference.cuh"
 #include "fa/cuda/stage_arch.cuh"
@@ -16,69 +19,97 @@
 #include "fa/stage.hpp"
 
 int main(int argc, char** argv) {
+  // --prefill changes the defaults the command line is built with (Nq = Nk, prompt lengths), so it
+  // is looked for before the parse; the parser then accepts it as a flag like any other.
+  const bool prefill = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string_view(a) == "--prefill"; });
   fa::CliSpec spec;
   spec.program = "step10_inference";
-  spec.summary = "split-KV decoding with grouped-query heads: a few queries against a long K/V cache (GPU)";
+  spec.summary = prefill ? "prefill with grouped-query heads: stage 09's kernels reading each K/V head once per group (GPU)"
+                         : "split-KV decoding with grouped-query heads: a few queries against a long K/V cache (GPU)";
   spec.defaults.batch = 1;
   spec.defaults.heads = 32;
   spec.defaults.heads_kv = 8;
   spec.defaults.dim = 128;
   spec.defaults.dtype = fa::DType::bfloat16;
-  spec.default_sweep = {1024, 8192, 32768};
-  spec.default_seq_q = 1;  // a sweep (or --seq-k alone) is over the cache; one new query
+  spec.default_sweep = prefill ? std::vector<std::int64_t>{4096, 16384} : std::vector<std::int64_t>{1024, 8192, 32768};
+  spec.default_seq_q = prefill ? 0 : 1;  // decoding: a sweep (or --seq-k alone) is over the cache; one new query
   spec.supports = fa::step10::kSupports;
-  spec.variants = {"split_kv", "split_kv_block_merge", "one_split"};
+  const std::vector<std::string> decode_variants{"split_kv", "split_kv_block_merge", "one_split"};
+  const std::vector<std::string> prefill_variants{"prefill", "prefill_repeated"};
+  spec.variants = decode_variants;
+  spec.variants.insert(spec.variants.end(), prefill_variants.begin(), prefill_variants.end());
   spec.notes =
       "kernel: one block per (batch, K/V head, 16 query rows, key chunk): the G = Hq/Hkv query heads of a\n"
       "group are rows of one tile (K/V read once per group); 4 warps split the chunk's key tiles (32 keys at\n"
       "D = 128, 64 at D = 64), each with two cp.async stages, merged in shared memory; mma.sync for both\n"
       "products. A second kernel merges the chunks by the LSE rule (split_merge.hpp).\n"
       "split_kv: key chunks chosen from the shape and the SM count (--splits N to force N);\n"
-      "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (not yet measured);\n"
+      "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (7.5-8 µs faster, H100);\n"
       "one_split: one chunk, no merge kernel.\n"
+      "--prefill (Nq = Nk, a prompt's first pass; default sweep 4k, 16k):\n"
+      "prefill: stage 09's overlap rung on compute capability 9.0, its K/V tensor maps over B·Hkv heads, query head\n"
+      "bh reading K/V head bh / (Hq/Hkv) (stage 07 on K/V repeated to Hq elsewhere);\n"
+      "prefill_repeated: the same kernel on the multi-head problem: K/V repeated to Hq first (split_ms: the\n"
+      "repeat and the kernel apart), what grouped prefill is measured against.\n"
       "memory beyond Q, K, V, O, LSE: the partial results, splits·B·Hq·Nq·(D + 1) floats (measured).\n"
       "compared with: stage 07 on K/V repeated to Hq heads (the repeat is timed with it).\n"
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond (docs/tolerance.md);\n"
       "stage 07 on the same inputs on every row.";
   fa::StageCli cli(spec);
   int splits = 0;
+  bool prefill_flag = false;
+  cli.app().add_flag("--prefill", prefill_flag, "prompt prefill (Nq = Nk) with grouped heads instead of decoding")->group("stage 10");
   cli.app()
       .add_option("--splits", splits, "key chunks of split_kv, 1..128 (default: chosen for this GPU)")
       ->check(CLI::Range(1, 128))
       ->group("stage 10");
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   fa::RunOptions& opt = cli.options();
+  if (const auto& mine = prefill ? prefill_variants : decode_variants;
+      !opt.variant.empty() && std::find(mine.begin(), mine.end(), opt.variant) == mine.end()) {
+    std::cerr << spec.program << ": error: --variant " << opt.variant << " runs "
+              << (prefill ? "without --prefill (decoding)" : "with --prefill") << "\n";
+    return fa::kExitUsage;
+  }
   if (auto refused = fa::refuse_on_this_device(spec.program, fa::step10::device_refusal(opt.problem))) return *refused;
 
   fa::StageDefinition def;
   def.id = "10";
-  const fa::DeviceForward split_kv = [splits](const fa::Problem& p, const fa::AttentionInputs& in,
-                                              const fa::AttentionOutputs& out, fa::DeviceContext& ctx) {
-    fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits});
-  };
-  def.variants.push_back(fa::gpu_variant("10", "split_kv", /*ours=*/true, split_kv));
-  const fa::DeviceForward block_merge = [splits](const fa::Problem& p, const fa::AttentionInputs& in,
-                                                 const fa::AttentionOutputs& out, fa::DeviceContext& ctx) {
-    fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .block_merge = true});
-  };
-  def.variants.push_back(fa::gpu_variant("10", "split_kv_block_merge", /*ours=*/true, block_merge));
-  def.variants.push_back(fa::gpu_variant("10", "one_split", /*ours=*/true, fa::step10::attention_forward_one_split));
+  if (prefill) {
+    def.variants.push_back(fa::gpu_variant("10", "prefill", /*ours=*/true, fa::step10::attention_forward_prefill));
+    def.variants.push_back(
+        fa::gpu_variant("10", "prefill_repeated", /*ours=*/true, fa::step10::attention_forward_prefill_repeated));
+  } else {
+    const fa::DeviceForward split_kv = [splits](const fa::Problem& p, const fa::AttentionInputs& in,
+                                                const fa::AttentionOutputs& out, fa::DeviceContext& ctx) {
+      fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits});
+    };
+    def.variants.push_back(fa::gpu_variant("10", "split_kv", /*ours=*/true, split_kv));
+    const fa::DeviceForward block_merge = [splits](const fa::Problem& p, const fa::AttentionInputs& in,
+                                                   const fa::AttentionOutputs& out, fa::DeviceContext& ctx) {
+      fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .block_merge = true});
+    };
+    def.variants.push_back(fa::gpu_variant("10", "split_kv_block_merge", /*ours=*/true, block_merge));
+    def.variants.push_back(fa::gpu_variant("10", "one_split", /*ours=*/true, fa::step10::attention_forward_one_split));
+  }
   // The previous stage beside it, same dtype: the chart's comparison and the second opinion.
   def.variants.push_back(fa::gpu_variant("07", "flash", /*ours=*/false, fa::step10::stage07_repeated_heads));
   def.verify.previous = fa::PreviousStage{"07 flash", fa::gpu_forward(fa::step10::stage07_repeated_heads)};
   fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);
-  // A decoding step takes microseconds: more repetitions for a steady median.
-  def.default_reps = 50;
-  def.extra_report = [&opt, splits](std::ostream& os, const std::vector<fa::ResultRow>&) {
-    os << "\nsplits (split_kv):";
-    for (const auto& [nq, nk] : opt.sizes) {
-      fa::Problem p = opt.problem;
-      p.seq_q = nq;
-      p.seq_k = nk;
-      const fa::step10::DecodePlan plan = fa::step10::plan_decode(p, splits);
-      os << "  Nk=" << nk << ": " << plan.splits << " × " << plan.blocks << " blocks on " << plan.slots;
-    }
-    os << " at once\n";
-  };
+  if (!prefill) {
+    // A decoding step takes microseconds: more repetitions for a steady median.
+    def.default_reps = 50;
+    def.extra_report = [&opt, splits](std::ostream& os, const std::vector<fa::ResultRow>&) {
+      os << "\nsplits (split_kv):";
+      for (const auto& [nq, nk] : opt.sizes) {
+        fa::Problem p = opt.problem;
+        p.seq_q = nq;
+        p.seq_k = nk;
+        const fa::step10::DecodePlan plan = fa::step10::plan_decode(p, splits);
+        os << "  Nk=" << nk << ": " << plan.splits << " × " << plan.blocks << " blocks on " << plan.slots;
+      }
+      os << " at once\n";
+    };
+  }
   return fa::run_stage(cli, def);
 }

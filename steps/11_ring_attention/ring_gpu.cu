@@ -18,8 +18,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cmath>
 #include <deque>
 #include <stdexcept>
@@ -43,18 +41,6 @@ namespace {
 constexpr int kThreads = 256;
 unsigned grid_for(std::int64_t n) {
   return static_cast<unsigned>(std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, 8192));
-}
-
-// Compute capability 9.0 (stage 09's sm_90a kernels run there only)? Asked once per device: the
-// ring asks before every block, and reading a device's properties takes far longer than a launch.
-bool is_hopper(int device) {
-  static std::array<std::atomic<int>, 64> known{};  // 0 unknown, 1 no, 2 yes
-  std::atomic<int>& k = known[static_cast<std::size_t>(device) % known.size()];
-  if (k.load() == 0) {
-    const DeviceInfo d = query_device(device);
-    k.store(d.compute_major == 9 && d.compute_minor == 0 ? 2 : 1);
-  }
-  return k.load() == 2;
 }
 
 // ---- the kernels of one block, by dtype and D -----------------------------------------------
@@ -637,7 +623,7 @@ std::string ring_refusal(const RingOptions& o) {
 void local_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
   int device = 0;
   FA_CUDA_CHECK(cudaGetDevice(&device));
-  if (is_hopper(device)) step09::attention_forward_overlap(p, in, out, ctx);
+  if (step09::runs_on(device)) step09::attention_forward_overlap(p, in, out, ctx);
   else step07::attention_forward(p, in, out, ctx);
 }
 
@@ -649,7 +635,7 @@ void local_backward(const Problem& p, const AttentionInputs& in, ConstTensorView
 const char* local_forward_stage() {
   int device = 0;
   FA_CUDA_CHECK(cudaGetDevice(&device));
-  return is_hopper(device) ? "09" : "07";
+  return step09::runs_on(device) ? "09" : "07";
 }
 
 Variant ring_variant(const std::string& name, const RingOptions& o, Pass pass) {

@@ -3,11 +3,14 @@
 // the splits, grouped heads (G = 1, 3, 4, 8; multi-query), causal with rows that see no key,
 // splits forced to 1, to more than the tiles, and chosen; fp16 and bf16; every head dim; large
 // logits; batches of caches of different lengths; the partials' memory measured; against stage 07
-// on the same problem (K/V heads repeated). The split heuristic on a table of shapes.
+// on the same problem (K/V heads repeated). The split heuristic on a table of shapes. Grouped-query
+// prefill (stage 09's kernels reading K/V head bh / G) against float64 and against the same kernel
+// on repeated K/V.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "10_inference/inference.cuh"
@@ -131,6 +134,35 @@ TEST_CASE("the block-per-row merge: the same checks, 2 to 128 splits, empty spli
         }
   check_case(decode_problem(5, 3, 64, true, 8, 1, fa::DType::bfloat16), ++seed, 3, fa::InputKind::normal, true);  // Nq > Nk
   check_case(decode_problem(4, 3000, 128, true, 8, 2, fa::DType::bfloat16), ++seed, 7, fa::InputKind::large_logits, true);
+}
+
+TEST_CASE("grouped-query prefill against float64, and bitwise equal to the same kernel on K/V repeated to Hq") {
+  skip_without_gpu();
+  // On compute capability 9.0 this is stage 09's kernel reading K/V head bh / G: the multi-head
+  // run on repeated K/V computes with the same values in the same order, so O and LSE must match
+  // to the bit. Elsewhere both run stage 07 on repeated heads (equal trivially).
+  struct Heads {
+    std::int64_t q, kv;
+  };
+  const Heads heads[] = {{8, 2}, {4, 4}, {6, 1}, {12, 3}};
+  std::uint64_t seed = 11000;
+  for (const fa::DType t : kDtypes)
+    for (const std::int64_t d : {64, 128, 256})
+      for (const Heads h : heads)
+        for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 77}, {1000, 1000}, {300, 1100}, {513, 200}})
+          for (const bool causal : {false, true}) {
+            if (d == 256 && nq > 500) continue;  // D = 256 is checked for correctness, on the short shapes
+            const fa::Problem p = decode_problem(nq, nk, d, causal, h.q, h.kv, t);
+            INFO(p.describe() << " " << fa::to_string(p.dtype) << " (stage " << fa::step10::prefill_stage() << ")");
+            const fa::AttentionData in = fa::make_inputs(p, ++seed);
+            const fa::GpuRun grouped = fa::run_once(p, in, fa::step10::attention_forward_prefill);
+            fa::testing::check_verified(p, in, grouped.out, "10 prefill");
+            if (p.causal) fa::testing::check_empty_rows(p, grouped.out);
+            const fa::GpuRun repeated = fa::run_once(p, in, fa::step10::attention_forward_prefill_repeated);
+            CHECK(grouped.out.o.to_float() == repeated.out.o.to_float());
+            CHECK(grouped.out.lse.to_float() == repeated.out.lse.to_float());
+            if (std::string(fa::step10::prefill_stage()) == "09") CHECK(grouped.extra_bytes == 0);  // nothing repeated
+          }
 }
 
 TEST_CASE("the chosen splits split a long cache of one sequence, and the result matches stage 07 on every row") {
