@@ -113,12 +113,17 @@ int main(int argc, char** argv) {
   fa::StageCli cli(spec);
   int gpus = 0;
   std::string split = "zigzag", transport = "nccl";
-  bool backward = false, no_overlap = false;
+  bool backward = false, no_overlap = false, no_one_gpu = false;
   std::string timeline_path;
   cli.app().add_option("--gpus", gpus, "ranks of the ring (default: every visible GPU)")->check(CLI::Range(1, 64))->group("stage 11");
   cli.app().add_option("--split", split, "zigzag or contiguous (variants ring and ring_serial)")->group("stage 11");
   cli.app().add_option("--transport", transport, "nccl, or copy (cudaMemcpyPeerAsync; ranks may share a GPU)")->group("stage 11");
   cli.app().add_flag("--backward", backward, "time and verify the backward (dQ, dK, dV) instead of the forward")->group("stage 11");
+  cli.app()
+      .add_flag("--no-one-gpu", no_one_gpu,
+                "without the single-GPU kernel beside the ring and its check (a long sequence: it would take as long "
+                "as the ring on one GPU, where it fits)")
+      ->group("stage 11");
   cli.app().add_flag("--no-overlap", no_overlap, "the ring's hops after each step, not under it (for --timeline)")->group("stage 11");
   cli.app()
       .add_option("--timeline", timeline_path,
@@ -162,10 +167,10 @@ int main(int argc, char** argv) {
   if (ring.split != fa::step11::Split::contiguous)
     def.variants.push_back(fa::step11::ring_variant("ring_contiguous", contiguous, def.pass));
   // The single-GPU kernel on the whole sequence, on GPU 0: the comparison, and the forward's second opinion.
-  if (backward) {
+  if (!no_one_gpu && backward) {
     def.variants.push_back(fa::gpu_backward_variant("08", "one_gpu", /*ours=*/false, fa::step11::local_forward,
                                                     fa::step11::local_backward));
-  } else {
+  } else if (!no_one_gpu) {
     def.variants.push_back(fa::gpu_variant(one_gpu_stage, "one_gpu", /*ours=*/false, fa::step11::local_forward));
     def.verify.previous = fa::PreviousStage{"one GPU", fa::gpu_forward(fa::step11::local_forward)};
   }

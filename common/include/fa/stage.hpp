@@ -107,8 +107,10 @@ Measurement measure(const std::function<Measurement()>& run);
 
 // Inputs of one case: fresh seeded Q, K, V (and dO for a backward case), refused with a
 // UsageError if any element (or a scaled score) is not finite; --load DIR reads q.npy, k.npy,
-// v.npy (and do.npy, drawn from the seed when missing) in the problem's dtype.
-AttentionData make_case_inputs(const Problem& p, Pass pass, std::uint64_t seed, InputKind kind);
+// v.npy (and do.npy, drawn from the seed when missing) in the problem's dtype. Refused with
+// OutOfMemory when the host lacks the memory the case needs (less without for_verification).
+AttentionData make_case_inputs(const Problem& p, Pass pass, std::uint64_t seed, InputKind kind,
+                               bool for_verification = true);
 AttentionData load_inputs(const std::string& dir, Problem& problem, Pass pass, std::uint64_t seed,
                           bool* generated_do = nullptr);
 // --save DIR: o.npy, lse.npy (and dq, dk, dv, do for a backward case), as float32.
