@@ -136,18 +136,28 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
     values_done(last);
   }
 
-  step07::write_output(a, o, m, l, a.o + static_cast<std::int64_t>(head) * a.seq_q * D,
-                       a.lse + static_cast<std::int64_t>(head) * a.seq_q, i0 + warp_row0);
+  const std::int64_t first = step07::first_output_row(a, head);
+  step07::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
 }
 
 template <class T, class C, bool kOverlap>
 __global__ void __launch_bounds__(C::kThreads, 1)
-    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a) {
+    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> launch) {
   extern __shared__ unsigned char smem_raw[];
   const WsShared<T, C> sh(smem_raw);
 
+  // A packed batch (stage 10): the block's sequence (grid z) is a problem of its own, L_s rows
+  // starting at row cu_seqlens[s] of every head; the grid covers the longest, so a block past its
+  // sequence's last query tile has nothing to do (the whole block returns, before any barrier).
+  KernelArgs<T> a = launch;
+  if (launch.cu_seqlens != nullptr) {
+    a.row0 = launch.cu_seqlens[blockIdx.z];
+    a.seq_q = a.seq_k = launch.cu_seqlens[blockIdx.z + 1] - a.row0;
+    a.head_rows = launch.seq_q;
+  }
   const BlockWork work = block_work(a.heavy_first);
   const int i0 = work.tile * C::kBr;
+  if (i0 >= a.seq_q && launch.cu_seqlens != nullptr) return;
   const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
 
   if (threadIdx.x == 0) sh.init_barriers();
@@ -155,7 +165,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   if (threadIdx.x / 128 == 0) {  // the producer: unchanged
     release_registers<C::kProducerRegisters>();
-    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, work.head, work.head / a.group, kv.count);
+    if (threadIdx.x == 0 && kv.count > 0)
+      produce_tiles(sh, maps, i0, work.head, work.head / a.group, kv.count, a.row0);
     return;
   }
   take_registers<C::kConsumerRegisters>();

@@ -160,8 +160,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x == 0 && j + S < kv.count) load_kv(j + S);  // ... so it can take tile j + S
   }
 
-  step07::write_output(a, o, m, l, a.o + static_cast<std::int64_t>(head) * a.seq_q * D,
-                       a.lse + static_cast<std::int64_t>(head) * a.seq_q, i0 + warp_row0);
+  const std::int64_t first = step07::first_output_row(a, head);
+  step07::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
 }
 
 }  // namespace fa::step09

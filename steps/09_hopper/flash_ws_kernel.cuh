@@ -94,29 +94,30 @@ struct WsShared {
 // The persistent rung (flash_persistent_kernel.cuh) calls the two parts once per query tile, with
 // `it0` the K/V tiles the block loaded before: the stages and the mbarriers' phases run on.
 template <class T, class C>
-__device__ __forceinline__ void produce_q(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head) {
+__device__ __forceinline__ void produce_q(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head,
+                                          int row0 = 0) {
   barrier_expect_bytes(sh.q_full, tile_bytes<T, C::kBr, C::D>());
-  load_tile_tma<T, C::kBr, C::D>(sh.q_tile, &maps.q, i0, head, sh.q_full);
+  load_tile_tma<T, C::kBr, C::D>(sh.q_tile, &maps.q, row0 + i0, head, sh.q_full);
 }
 template <class T, class C>
 __device__ __forceinline__ void produce_kv(const WsShared<T, C>& sh, const TileMaps& maps, int kv_head, int count,
-                                           int it0) {
+                                           int it0, int row0 = 0) {
   constexpr int S = C::kStages;
   for (int jj = 0; jj < count; ++jj) {  // jj: the tile's key tile (its keys); j: the block's count (its stage)
     const int j = it0 + jj, s = j % S;
     // Empty: the consumers released the tile j − S that was here (the first S pass at once).
     barrier_wait(&sh.kv_empty[s], static_cast<std::uint32_t>(((j / S) & 1) ^ 1));
     barrier_expect_bytes(&sh.k_full[s], tile_bytes<T, C::kBc, C::D>());
-    load_tile_tma<T, C::kBc, C::D>(sh.k_tile(s), &maps.k, jj * C::kBc, kv_head, &sh.k_full[s]);
+    load_tile_tma<T, C::kBc, C::D>(sh.k_tile(s), &maps.k, row0 + jj * C::kBc, kv_head, &sh.k_full[s]);
     barrier_expect_bytes(&sh.v_full[s], tile_bytes<T, C::kBc, C::D>());
-    load_tile_tma<T, C::kBc, C::D>(sh.v_tile(s), &maps.v, jj * C::kBc, kv_head, &sh.v_full[s]);
+    load_tile_tma<T, C::kBc, C::D>(sh.v_tile(s), &maps.v, row0 + jj * C::kBc, kv_head, &sh.v_full[s]);
   }
 }
 template <class T, class C>
 __device__ __forceinline__ void produce_tiles(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head,
-                                              int kv_head, int count) {
-  produce_q(sh, maps, i0, head);
-  produce_kv(sh, maps, kv_head, count, 0);
+                                              int kv_head, int count, int row0 = 0) {
+  produce_q(sh, maps, i0, head, row0);
+  produce_kv(sh, maps, kv_head, count, 0, row0);
 }
 
 // The phase of tile j's wait on its stage's k_full or v_full: flips each time the stage is reused.
@@ -214,8 +215,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x % 128 == 0) barrier_arrive(&sh.kv_empty[s]);
   }
 
-  step07::write_output(a, o, m, l, a.o + static_cast<std::int64_t>(head) * a.seq_q * D,
-                       a.lse + static_cast<std::int64_t>(head) * a.seq_q, i0 + warp_row0);
+  const std::int64_t first = step07::first_output_row(a, head);
+  step07::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
 }
 
 }  // namespace fa::step09

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <vector>
 
 #include "07_tensor_cores/launch.cuh"
 #include "09_hopper/flash_persistent_kernel.cuh"
@@ -85,15 +86,26 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
   constexpr int kSmem = C::kSmemBytes + (kPersistent ? TileQueue::kBytes : 0);
   step07::check_launch(p, in, out, std::string("stage 09 ") + name, C::kBr, kSmem);
   opt_in_shared_memory_once<kernel, kSmem>();
-  const std::int64_t heads = p.heads_total(), kv_heads = p.batch * p.kv_heads();
-  const TileMaps maps{make_tile_map<T>(in.q.as<T>(), heads, p.seq_q, D, C::kBr),
-                      make_tile_map<T>(in.k.as<T>(), kv_heads, p.seq_k, D, C::kBc),
-                      make_tile_map<T>(in.v.as<T>(), kv_heads, p.seq_k, D, C::kBc)};
+  // Packed ([1, H, Σ L_s, D], fa/packed.hpp): the maps cover every head's rows, each block finds its
+  // sequence's rows through cu_seqlens (grid z), and the grid's x covers the longest sequence.
+  const bool packed = p.packed();
+  const std::int64_t rows = packed ? p.total_tokens() : p.seq_q;
+  const std::int64_t heads = packed ? p.heads : p.heads_total(), kv_heads = (packed ? 1 : p.batch) * p.kv_heads();
+  const TileMaps maps{make_tile_map<T>(in.q.as<T>(), heads, rows, D, C::kBr),
+                      make_tile_map<T>(in.k.as<T>(), kv_heads, packed ? rows : p.seq_k, D, C::kBc),
+                      make_tile_map<T>(in.v.as<T>(), kv_heads, packed ? rows : p.seq_k, D, C::kBc)};
   const float scale = p.softmax_scale();
-  const step07::KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
-                                static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), scale,
-                                scale * static_cast<float>(M_LOG2E), p.causal, p.causal,
-                                static_cast<int>(p.heads / p.kv_heads())};
+  step07::KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
+                          static_cast<int>(rows), static_cast<int>(packed ? rows : p.seq_k), scale,
+                          scale * static_cast<float>(M_LOG2E), p.causal, p.causal,
+                          static_cast<int>(p.heads / p.kv_heads())};
+  if (packed) {  // forward() lets only the ping-pong kernel (pingpong, overlap) take them
+    const std::vector<std::int64_t> cu = p.cu_seqlens();
+    const std::vector<int> cu32(cu.begin(), cu.end());
+    int* device_cu = ctx.scratch_as<int>("cu_seqlens", cu32.size());
+    FA_CUDA_CHECK(cudaMemcpyAsync(device_cu, cu32.data(), cu32.size() * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
+    a.cu_seqlens = device_cu;
+  }
   const auto tiles = static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr);
   ctx.kernel_begin(name);
   if constexpr (kPersistent) {
@@ -107,7 +119,8 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
     const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, sms));
     kernel<<<blocks, C::kThreads, kSmem, ctx.stream>>>(maps, a, ts);
   } else {
-    const dim3 grid(tiles, static_cast<unsigned>(heads));  // a head's tiles together (block_work)
+    // A head's tiles together (block_work); packed, the sequences along z.
+    const dim3 grid(tiles, static_cast<unsigned>(heads), static_cast<unsigned>(packed ? p.batch : 1));
     kernel<<<grid, C::kThreads, kSmem, ctx.stream>>>(maps, a);
   }
   FA_CUDA_CHECK_LAUNCH();
@@ -138,6 +151,8 @@ void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOu
 void forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
              Rung rung) {
   p.require(kKernelSupports);
+  if (p.packed() && rung != Rung::pingpong && rung != Rung::overlap)
+    throw UsageError("stage 09: packed batches run on the pingpong and overlap rungs only");
   if (p.heads_total() > 65535) throw UsageError("stage 09: B·H is at most 65535 (the TMA's head coordinate, the grid)");
   const bool half = p.dtype == DType::float16;
   if (p.dim == 64) {

@@ -19,8 +19,13 @@ run test_step10 $b/steps/10_inference/test_step10
 for causal in "" "--causal"; do
   run prefill$causal $exe --prefill --sweep 4k,16k --heads 32 --heads-kv 8 --dim 128 $causal --reps 20 --json $out/step10_prefill${causal:+_causal}.json
 done
+# A packed batch of eight lengths (no padding computed) against single sequences of the same kernel:
+# the "within 10 %" of the same work's time, as TFLOP/s (each sequence's FLOPs counted alone).
+run packed $exe --prefill --seq-lens 1k,2k,3k,4k,6k,8k,12k,16k --heads 32 --heads-kv 8 --dim 128 --causal --reps 20 --json $out/step10_packed_causal.json
+run packed_noncausal $exe --prefill --seq-lens 1k,2k,3k,4k,6k,8k,12k,16k --heads 32 --heads-kv 8 --dim 128 --reps 20 --json $out/step10_packed.json
 run prefill_d64 $exe --prefill --sweep 4k,16k --heads 32 --heads-kv 8 --dim 64 --reps 20 --json $out/step10_prefill_d64.json
 run memcheck_prefill compute-sanitizer --tool memcheck $exe --prefill --seq 300 --heads 8 --heads-kv 2 --dim 128 --causal --reps 1 --warmup 0
+run memcheck_packed compute-sanitizer --tool memcheck $exe --prefill --seq-lens 77,1,300,128 --heads 8 --heads-kv 2 --dim 64 --causal --reps 1 --warmup 0
 run racecheck_prefill compute-sanitizer --tool racecheck $exe --prefill --seq 200 --heads 4 --heads-kv 1 --dim 64 --reps 1 --warmup 0 --no-verify
 # Stage 09 before and after, in turn, twice: the multi-head forward that the grouped heads must not slow.
 if [ -n "$base" ]; then

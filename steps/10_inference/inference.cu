@@ -222,9 +222,11 @@ void with_repeated_heads(const Problem& p, const AttentionInputs& in, const Atte
   Problem mha = p;
   mha.heads_kv = 0;
   const std::size_t bytes = static_cast<std::size_t>(mha.kv_elements()) * size_of(p.dtype);
-  const long long chunks_per_head = p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;
-  const long long total = mha.batch * mha.heads * chunks_per_head;
-  if (p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) % 16 != 0)
+  // A head's rows: Nk, or packed every sequence's (Σ L_s), in one batch entry.
+  const long long rows = p.packed() ? p.total_tokens() : p.seq_k, batch = p.packed() ? 1 : p.batch;
+  const long long chunks_per_head = rows * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;
+  const long long total = batch * mha.heads * chunks_per_head;
+  if (rows * p.dim * static_cast<long long>(size_of(p.dtype)) % 16 != 0)
     throw UsageError("stage 10, K/V repeated to Hq heads: a head's K/V must be a multiple of 16 bytes");
   auto repeat = [&](ConstTensorView from, const char* name) {
     void* to = ctx.scratch(name, bytes);

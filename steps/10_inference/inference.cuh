@@ -18,6 +18,13 @@ namespace fa::step10 {
 // is Nq = 1 to 16; longer Nq runs, 16 rows per block, but is stage 07/09's shape).
 inline const Supports kSupports{
     .dtypes = {DType::bfloat16, DType::float16}, .dims = {32, 64, 96, 128, 256}, .grouped_heads = true};
+// Prefill (--prefill): stage 09's head dims, grouped heads, and packed variable-length batches
+// ([1, H, Σ L_s, D], sequence s at rows cu_seqlens[s] .., fa/packed.hpp; --seq-lens, or --load with
+// cu_seqlens.txt), each sequence causal within itself, no padding computed.
+inline const Supports kPrefillSupports{.dtypes = {DType::bfloat16, DType::float16},
+                                       .dims = {64, 128, 256},
+                                       .grouped_heads = true,
+                                       .variable_lengths = true};
 
 struct DecodeOptions {
   int splits = 0;                   // key chunks; 0: choose_splits on this GPU
@@ -47,7 +54,8 @@ void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const A
 // Prefill with grouped heads (a prompt's first pass, Nq = Nk): the course's fastest forward with
 // each K/V head read by the G query heads of its group, not copied G times. On compute capability
 // 9.0 that is stage 09's overlap rung, whose kernels take Hkv < Hq (query head bh reads K/V head
-// bh / G); elsewhere stage 07 on K/V repeated to Hq (stage07_repeated_heads).
+// bh / G) and packed batches (a block per query tile of each sequence: grid z the sequence);
+// elsewhere stage 07 on K/V repeated to Hq (stage07_repeated_heads; no packed batches).
 void attention_forward_prefill(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx);
 const char* prefill_stage();  // "09" or "07": the stage attention_forward_prefill runs on the current device

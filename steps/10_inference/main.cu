@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = prefill ? std::vector<std::int64_t>{4096, 16384} : std::vector<std::int64_t>{1024, 8192, 32768};
   spec.default_seq_q = prefill ? 0 : 1;  // decoding: a sweep (or --seq-k alone) is over the cache; one new query
-  spec.supports = fa::step10::kSupports;
+  spec.supports = prefill ? fa::step10::kPrefillSupports : fa::step10::kSupports;
   const std::vector<std::string> decode_variants{"split_kv", "split_kv_block_merge", "one_split"};
   const std::vector<std::string> prefill_variants{"prefill", "prefill_repeated"};
   spec.variants = decode_variants;
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
       "split_kv: key chunks chosen from the shape and the SM count (--splits N to force N);\n"
       "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (7.5-8 µs faster, H100);\n"
       "one_split: one chunk, no merge kernel.\n"
-      "--prefill (Nq = Nk, a prompt's first pass; default sweep 4k, 16k):\n"
+      "--prefill (Nq = Nk, a prompt's first pass; default sweep 4k, 16k; --seq-lens L1,L2,..: a packed batch):\n"
       "prefill: stage 09's overlap rung on compute capability 9.0, its K/V tensor maps over B·Hkv heads, query head\n"
       "bh reading K/V head bh / (Hq/Hkv) (stage 07 on K/V repeated to Hq elsewhere);\n"
       "prefill_repeated: the same kernel on the multi-head problem: K/V repeated to Hq first (split_ms: the\n"

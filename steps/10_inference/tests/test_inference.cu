@@ -18,6 +18,7 @@
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/device_buffer.cuh"
 #include "fa/cuda/stage_arch.cuh"
+#include "fa/packed.hpp"
 #include "fa/random.hpp"
 #include "fa/testing.hpp"
 
@@ -163,6 +164,38 @@ TEST_CASE("grouped-query prefill against float64, and bitwise equal to the same 
             CHECK(grouped.out.lse.to_float() == repeated.out.lse.to_float());
             if (std::string(fa::step10::prefill_stage()) == "09") CHECK(grouped.extra_bytes == 0);  // nothing repeated
           }
+}
+
+TEST_CASE("packed prefill: each sequence against float64 alone, and bitwise what the kernel gives it alone") {
+  skip_without_gpu();
+  if (std::string(fa::step10::prefill_stage()) != "09") {
+    MESSAGE("packed prefill runs on stage 09's kernels (compute capability 9.0): not checked on this GPU");
+    return;
+  }
+  // Lengths off every tile (1, 77, 300), a tile exactly (128), longer than the others (513): the
+  // grid covers the longest, shorter sequences' extra blocks return; a K/V tile past a sequence's
+  // end holds the next sequence's rows, which the mask must hide.
+  const std::vector<std::int64_t> lens = {77, 1, 300, 128, 513};
+  std::uint64_t seed = 11500;
+  for (const fa::DType t : kDtypes)
+    for (const std::int64_t d : {64, 128})
+      for (const auto& [hq, hkv] : {std::pair<std::int64_t, std::int64_t>{8, 2}, {4, 4}})
+        for (const bool causal : {false, true}) {
+          fa::Problem base = decode_problem(1, 1, d, causal, hq, hkv, t, 1);
+          const fa::Problem p = fa::packed_problem(base, lens);
+          INFO(p.describe() << " " << fa::to_string(t));
+          const fa::AttentionData in = fa::make_inputs(p, ++seed);
+          const fa::GpuRun packed = fa::run_once(p, in, fa::step10::attention_forward_prefill);
+          fa::testing::check_verified(p, in, packed.out, "10 prefill (packed)");
+          for (std::int64_t s = 0; s < p.batch; ++s) {
+            const fa::Problem one = fa::sequence_problem(p, s);
+            const fa::GpuRun alone = fa::run_once(one, fa::sequence_inputs(p, in, s), fa::step10::attention_forward_prefill);
+            const fa::AttentionResult mine = fa::sequence_result(p, packed.out, s);
+            CAPTURE(s);
+            CHECK(mine.o.to_float() == alone.out.o.to_float());
+            CHECK(mine.lse.to_float() == alone.out.lse.to_float());
+          }
+        }
 }
 
 TEST_CASE("the chosen splits split a long cache of one sequence, and the result matches stage 07 on every row") {
