@@ -23,6 +23,10 @@
 // Limit, measured: in the SASS of kOverlap ptxas moves the wait for P·V above the exponentials,
 // so the overlap happens less than the source says (overlap measured 1.01-1.02× pingpong).
 //
+// Stage 10 runs this kernel on its prefill shapes too: grouped-query heads (query head bh reads
+// K/V head bh / group, in every rung) and packed variable-length batches (this kernel only: the grid's
+// z is the sequence, and a block runs its sequence as a problem of its own; KernelArgs in tile_ops.cuh).
+//
 //   consumer 0:  [PV₋ S₀]  softmax₀ ·········· [PV₀ S₁]  softmax₁ ·········· [PV₁ S₂] ...
 //   consumer 1:  ········· [PV₋ S₀]  softmax₀  ·········· [PV₀ S₁]  softmax₁ ·········· ...
 //                └ turn ┘ (tensor cores)          kOverlap: softmax_j starts when S_j is done
