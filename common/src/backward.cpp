@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <set>
 
+#include "fa/parallel.hpp"
 #include "fa/random.hpp"
 #include "fa/reference.hpp"
 
@@ -52,28 +54,36 @@ HeadGradientsF64 head_backward_f64(const Problem& p, const MatrixD& q, const Mat
   const double scale = p.softmax_scale();
   HeadGradientsF64 g;
   // Pass 1, every query row in blocks: LSE_i, D_i = rowsum(dO ∘ O)_i and Σ_d |dO_id O_id|.
+  // The blocks are independent (each writes its own rows): one range of them per core, the same
+  // numbers as one loop.
   VectorD lse(nq), delta(nq), delta_abs(nq);
   const std::int64_t block = 256;
-  for (std::int64_t i0 = 0; i0 < nq; i0 += block) {
-    const std::int64_t rows = std::min(block, nq - i0);
-    MatrixD s = (q.middleRows(i0, rows) * k.transpose()) * scale;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t seen = std::min(p.keys_visible(i0 + r), nk);
-      if (seen == 0) {
-        lse[i0 + r] = -kInf;
-        s.row(r).setZero();
-        continue;
+  std::mutex max_mutex;
+  parallel_ranges((nq + block - 1) / block, [&](std::int64_t first_block, std::int64_t end_block) {
+    double max_abs_score = 0;
+    for (std::int64_t i0 = first_block * block; i0 < std::min(nq, end_block * block); i0 += block) {
+      const std::int64_t rows = std::min(block, nq - i0);
+      MatrixD s = (q.middleRows(i0, rows) * k.transpose()) * scale;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t seen = std::min(p.keys_visible(i0 + r), nk);
+        if (seen == 0) {
+          lse[i0 + r] = -kInf;
+          s.row(r).setZero();
+          continue;
+        }
+        max_abs_score = std::max(max_abs_score, s.row(r).head(seen).cwiseAbs().maxCoeff());
+        const double m = s.row(r).head(seen).maxCoeff();
+        lse[i0 + r] = m + std::log((s.row(r).head(seen).array() - m).exp().sum());
+        s.row(r).head(seen) = (s.row(r).head(seen).array() - lse[i0 + r]).exp().matrix();
+        s.row(r).tail(nk - seen).setZero();
       }
-      g.max_abs_score = std::max(g.max_abs_score, s.row(r).head(seen).cwiseAbs().maxCoeff());
-      const double m = s.row(r).head(seen).maxCoeff();
-      lse[i0 + r] = m + std::log((s.row(r).head(seen).array() - m).exp().sum());
-      s.row(r).head(seen) = (s.row(r).head(seen).array() - lse[i0 + r]).exp().matrix();
-      s.row(r).tail(nk - seen).setZero();
+      const MatrixD o = s * v;  // P V
+      delta.segment(i0, rows) = (o.array() * d_o.middleRows(i0, rows).array()).rowwise().sum().matrix();
+      delta_abs.segment(i0, rows) = (o.array() * d_o.middleRows(i0, rows).array()).abs().rowwise().sum().matrix();
     }
-    const MatrixD o = s * v;  // P V
-    delta.segment(i0, rows) = (o.array() * d_o.middleRows(i0, rows).array()).rowwise().sum().matrix();
-    delta_abs.segment(i0, rows) = (o.array() * d_o.middleRows(i0, rows).array()).abs().rowwise().sum().matrix();
-  }
+    const std::lock_guard<std::mutex> lock(max_mutex);
+    g.max_abs_score = std::max(g.max_abs_score, max_abs_score);
+  }, /*align=*/1, /*serial_below=*/2);
   auto prob = [&](std::int64_t i, std::int64_t j, double s_ij) {
     return p.visible(i, j) && lse[i] > -kInf ? std::exp(s_ij - lse[i]) : 0.0;
   };
@@ -136,29 +146,31 @@ HeadGradientsPlain head_backward_plain(const Problem& p, const MatrixF& q, const
   Eigen::VectorXf lse(nq), delta(nq);
   MatrixF o_all(nq, D);
   const std::int64_t block = 256;
-  for (std::int64_t i0 = 0; i0 < nq; i0 += block) {
-    const std::int64_t rows = std::min(block, nq - i0);
-    MatrixF s = (q.middleRows(i0, rows) * k.transpose()) * scale;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t i = i0 + r, seen = std::min(p.keys_visible(i), nk);
-      o_all.row(i).setZero();
-      if (seen == 0) {
-        lse[i] = -inf;
-        delta[i] = 0.0f;
-        continue;
+  parallel_ranges((nq + block - 1) / block, [&](std::int64_t first_block, std::int64_t end_block) {
+    for (std::int64_t i0 = first_block * block; i0 < std::min(nq, end_block * block); i0 += block) {
+      const std::int64_t rows = std::min(block, nq - i0);
+      MatrixF s = (q.middleRows(i0, rows) * k.transpose()) * scale;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t i = i0 + r, seen = std::min(p.keys_visible(i), nk);
+        o_all.row(i).setZero();
+        if (seen == 0) {
+          lse[i] = -inf;
+          delta[i] = 0.0f;
+          continue;
+        }
+        const float m = s.row(r).head(seen).maxCoeff();
+        float l = 0.0f;
+        for (std::int64_t j = 0; j < seen; ++j) {
+          const float e = std::exp(s(r, j) - m);
+          l += e;
+          o_all.row(i) += round(e) * v.row(j);
+        }
+        for (std::int64_t d = 0; d < D; ++d) o_all(i, d) = round(o_all(i, d) / l);
+        lse[i] = m + std::log(l);
+        delta[i] = o_all.row(i).dot(d_o.row(i));
       }
-      const float m = s.row(r).head(seen).maxCoeff();
-      float l = 0.0f;
-      for (std::int64_t j = 0; j < seen; ++j) {
-        const float e = std::exp(s(r, j) - m);
-        l += e;
-        o_all.row(i) += round(e) * v.row(j);
-      }
-      for (std::int64_t d = 0; d < D; ++d) o_all(i, d) = round(o_all(i, d) / l);
-      lse[i] = m + std::log(l);
-      delta[i] = o_all.row(i).dot(d_o.row(i));
     }
-  }
+  }, /*align=*/1, /*serial_below=*/2);  // the blocks on every core, as in head_backward_f64
   auto prob = [&](std::int64_t i, std::int64_t j, float s_ij) {
     return p.visible(i, j) && lse[i] > -inf ? std::exp(s_ij - lse[i]) : 0.0f;
   };
