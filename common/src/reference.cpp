@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "fa/packed.hpp"
+#include "fa/parallel.hpp"
 #include "fa/random.hpp"
 
 namespace fa {
@@ -25,6 +26,17 @@ RowPointers row_pointers(const Problem& p, const AttentionData& in, RowId r) {
 }
 
 }  // namespace
+
+HostTensor head_float32(const HostTensor& t, std::int64_t b, std::int64_t h) {
+  const Shape4 s = t.shape();
+  HostTensor out(Shape4{1, 1, s.n, s.d});
+  float* to = out.data();
+  const std::int64_t from = t.head_offset(b, h);
+  parallel_ranges(s.n * s.d, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t e = begin; e < end; ++e) to[e] = t.get(from + e);
+  });
+  return out;
+}
 
 AttentionData as_float32(const AttentionData& in) {
   AttentionData out;

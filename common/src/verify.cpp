@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <new>
 #include <ostream>
+#include <utility>
 
 #include "fa/packed.hpp"
 #include "fa/reference.hpp"
@@ -97,30 +99,52 @@ Verification verify_packed(const Problem& p, const AttentionData& in, const Atte
 Verification verify_forward(const Problem& p, const AttentionData& in_any, const AttentionResult& got,
                             const VerifyPlan& plan, std::uint64_t seed) {
   if (p.packed()) return verify_packed(p, in_any, got, plan, seed);
-  const AttentionData in = as_float32(in_any);
   const bool full = p.flops_forward() <= plan.max_full_flops;
   const std::vector<RowId> rows = full ? all_rows(p) : sample_rows(p, plan.sampled_rows, seed);
   const std::int64_t D = p.dim;
 
+  // The float64 and plain rows, in the order of `rows`. Every row needs its head's K and V in
+  // float32: all heads at once for the small problems that check every row; for sampled rows one
+  // head at a time, since a float32 copy of all of a long sequence's Q, K and V would be larger
+  // than the inputs themselves.
+  std::vector<double> ref_o(rows.size() * static_cast<std::size_t>(D)), ref_lse(rows.size());
+  std::vector<float> plain_o(ref_o.size()), plain_lse(rows.size());
+  auto reference_rows = [&](const Problem& problem, const AttentionData& in, const std::vector<std::size_t>& which,
+                            auto as_row) {
+    for (const std::size_t n : which) {
+      reference_row_f64(problem, in, as_row(rows[n]), &ref_o[n * D], &ref_lse[n]);
+      plain_row(problem, in, as_row(rows[n]), &plain_o[n * D], &plain_lse[n]);
+    }
+  };
+  if (full) {
+    std::vector<std::size_t> all(rows.size());
+    for (std::size_t n = 0; n < all.size(); ++n) all[n] = n;
+    reference_rows(p, as_float32(in_any), all, [](const RowId& r) { return r; });
+  } else {
+    std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::size_t>> by_head;
+    for (std::size_t n = 0; n < rows.size(); ++n) by_head[{rows[n].b, rows[n].h}].push_back(n);
+    Problem one = p;  // one head of p: batch 1, one query head reading one K/V head
+    one.batch = one.heads = 1;
+    one.heads_kv = 0;
+    for (const auto& [head, which] : by_head) {
+      const auto [b, h] = head;
+      const AttentionData in{head_float32(in_any.q, b, h), head_float32(in_any.k, b, h / (p.heads / p.kv_heads())),
+                             head_float32(in_any.v, b, h / (p.heads / p.kv_heads())), HostTensor()};
+      reference_rows(one, in, which, [](const RowId& r) { return RowId{0, 0, r.i}; });
+    }
+  }
+
   std::vector<float> got_o, got_lse;
-  std::vector<double> ref_o, ref_lse;
-  std::vector<double> row_o(static_cast<std::size_t>(D));
-  std::vector<float> plain_o(static_cast<std::size_t>(D));
   Errors plain_err_o, plain_err_lse;
-  for (const RowId& r : rows) {
+  for (std::size_t n = 0; n < rows.size(); ++n) {
+    const RowId& r = rows[n];
     const std::int64_t flat = (r.b * p.heads + r.h) * p.seq_q + r.i;
-    double lse = 0;
-    float plain_lse = 0;
-    reference_row_f64(p, in, r, row_o.data(), &lse);
-    plain_row(p, in, r, plain_o.data(), &plain_lse);
     for (std::int64_t d = 0; d < D; ++d) {
       got_o.push_back(got.o.get(flat * D + d));
-      ref_o.push_back(row_o[d]);
-      plain_err_o.add(plain_o[d], row_o[d]);
+      plain_err_o.add(plain_o[n * D + d], ref_o[n * D + d]);
     }
     got_lse.push_back(got.lse.get(flat));
-    ref_lse.push_back(lse);
-    plain_err_lse.add(plain_lse, lse);
+    plain_err_lse.add(plain_lse[n], ref_lse[n]);
   }
 
   Verification v;

@@ -21,6 +21,8 @@ struct RowId {
 
 // The same inputs as float32 tensors (a copy only when they are 16-bit).
 AttentionData as_float32(const AttentionData& in);
+// Head (b, h) of a tensor as a float32 [1, 1, N, D] tensor (a copy, in any dtype).
+HostTensor head_float32(const HostTensor& t, std::int64_t b, std::int64_t h);
 
 // One output row in float64: o (D values) and its LSE. `in` must be float32 (as_float32).
 void reference_row_f64(const Problem& p, const AttentionData& in, RowId row, double* o, double* lse);
