@@ -100,6 +100,7 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
                           scale * static_cast<float>(M_LOG2E), p.causal, p.causal,
                           static_cast<int>(p.heads / p.kv_heads())};
   if (packed) {  // forward() lets only the ping-pong kernel (pingpong, overlap) take them
+    if (rows > INT_MAX / 2) throw UsageError(std::string("stage 09 ") + name + ": Σ L_s is too large for 32-bit indices");
     const std::vector<std::int64_t> cu = p.cu_seqlens();
     const std::vector<int> cu32(cu.begin(), cu.end());
     int* device_cu = ctx.scratch_as<int>("cu_seqlens", cu32.size());
