@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <set>
 
 #include "fa/parallel.hpp"
@@ -58,8 +57,7 @@ HeadGradientsF64 head_backward_f64(const Problem& p, const MatrixD& q, const Mat
   // numbers as one loop.
   VectorD lse(nq), delta(nq), delta_abs(nq);
   const std::int64_t block = 256;
-  std::mutex max_mutex;
-  parallel_ranges((nq + block - 1) / block, [&](std::int64_t first_block, std::int64_t end_block) {
+  g.max_abs_score = parallel_max((nq + block - 1) / block, [&](std::int64_t first_block, std::int64_t end_block) {
     double max_abs_score = 0;
     for (std::int64_t i0 = first_block * block; i0 < std::min(nq, end_block * block); i0 += block) {
       const std::int64_t rows = std::min(block, nq - i0);
@@ -81,9 +79,8 @@ HeadGradientsF64 head_backward_f64(const Problem& p, const MatrixD& q, const Mat
       delta.segment(i0, rows) = (o.array() * d_o.middleRows(i0, rows).array()).rowwise().sum().matrix();
       delta_abs.segment(i0, rows) = (o.array() * d_o.middleRows(i0, rows).array()).abs().rowwise().sum().matrix();
     }
-    const std::lock_guard<std::mutex> lock(max_mutex);
-    g.max_abs_score = std::max(g.max_abs_score, max_abs_score);
-  }, /*align=*/1, /*serial_below=*/2);
+    return max_abs_score;
+  }, /*serial_below=*/2);
   auto prob = [&](std::int64_t i, std::int64_t j, double s_ij) {
     return p.visible(i, j) && lse[i] > -kInf ? std::exp(s_ij - lse[i]) : 0.0;
   };

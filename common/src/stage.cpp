@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <mutex>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -115,25 +114,22 @@ void require_finite_scores(const Problem& p, const AttentionData& in_any) {
   // would be larger than the inputs (and is made below only when the bound is too large).
   auto max_norm = [](const HostTensor& t) {
     const std::int64_t d = t.shape().d;
-    std::mutex mutex;
-    double m = 0;
-    parallel_ranges(
+    const double max_square = parallel_max(
         t.numel() / d,
         [&](std::int64_t first_row, std::int64_t end_row) {
-          double mine = 0;
+          double m = 0;
           for (std::int64_t r = first_row; r < end_row; ++r) {
             double sum = 0;
             for (std::int64_t c = 0; c < d; ++c) {
               const double x = t.get(r * d + c);
               sum += x * x;
             }
-            mine = std::max(mine, sum);
+            m = std::max(m, sum);
           }
-          const std::lock_guard<std::mutex> lock(mutex);
-          m = std::max(m, mine);
+          return m;
         },
-        1, (1 << 20) / std::max<std::int64_t>(d, 1));
-    return std::sqrt(m);
+        (1 << 20) / std::max<std::int64_t>(d, 1));
+    return std::sqrt(max_square);
   };
   const double scale = p.softmax_scale(), limit = std::numeric_limits<float>::max();
   if (scale * max_norm(in_any.q) * max_norm(in_any.k) < limit) return;

@@ -103,34 +103,25 @@ Verification verify_forward(const Problem& p, const AttentionData& in_any, const
   const std::vector<RowId> rows = full ? all_rows(p) : sample_rows(p, plan.sampled_rows, seed);
   const std::int64_t D = p.dim;
 
-  // The float64 and plain rows, in the order of `rows`. Every row needs its head's K and V in
-  // float32: all heads at once for the small problems that check every row; for sampled rows one
-  // head at a time, since a float32 copy of all of a long sequence's Q, K and V would be larger
-  // than the inputs themselves.
+  // The float64 and plain rows, in the order of `rows`, one head at a time: each row needs its
+  // head's Q, K and V in float32, and a float32 copy of all of a long sequence's Q, K and V would
+  // be larger than the inputs themselves.
   std::vector<double> ref_o(rows.size() * static_cast<std::size_t>(D)), ref_lse(rows.size());
   std::vector<float> plain_o(ref_o.size()), plain_lse(rows.size());
-  auto reference_rows = [&](const Problem& problem, const AttentionData& in, const std::vector<std::size_t>& which,
-                            auto as_row) {
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::size_t>> by_head;
+  for (std::size_t n = 0; n < rows.size(); ++n) by_head[{rows[n].b, rows[n].h}].push_back(n);
+  Problem one = p;  // one head of p: batch 1, one query head reading one K/V head
+  one.batch = one.heads = 1;
+  one.heads_kv = 0;
+  const std::int64_t group = p.heads / p.kv_heads();
+  for (const auto& [head, which] : by_head) {
+    const auto [b, h] = head;
+    const AttentionData in{head_float32(in_any.q, b, h), head_float32(in_any.k, b, h / group),
+                           head_float32(in_any.v, b, h / group), HostTensor()};
     for (const std::size_t n : which) {
-      reference_row_f64(problem, in, as_row(rows[n]), &ref_o[n * D], &ref_lse[n]);
-      plain_row(problem, in, as_row(rows[n]), &plain_o[n * D], &plain_lse[n]);
-    }
-  };
-  if (full) {
-    std::vector<std::size_t> all(rows.size());
-    for (std::size_t n = 0; n < all.size(); ++n) all[n] = n;
-    reference_rows(p, as_float32(in_any), all, [](const RowId& r) { return r; });
-  } else {
-    std::map<std::pair<std::int64_t, std::int64_t>, std::vector<std::size_t>> by_head;
-    for (std::size_t n = 0; n < rows.size(); ++n) by_head[{rows[n].b, rows[n].h}].push_back(n);
-    Problem one = p;  // one head of p: batch 1, one query head reading one K/V head
-    one.batch = one.heads = 1;
-    one.heads_kv = 0;
-    for (const auto& [head, which] : by_head) {
-      const auto [b, h] = head;
-      const AttentionData in{head_float32(in_any.q, b, h), head_float32(in_any.k, b, h / (p.heads / p.kv_heads())),
-                             head_float32(in_any.v, b, h / (p.heads / p.kv_heads())), HostTensor()};
-      reference_rows(one, in, which, [](const RowId& r) { return RowId{0, 0, r.i}; });
+      const RowId r{0, 0, rows[n].i};
+      reference_row_f64(one, in, r, &ref_o[n * D], &ref_lse[n]);
+      plain_row(one, in, r, &plain_o[n * D], &plain_lse[n]);
     }
   }
 

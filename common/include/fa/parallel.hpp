@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -27,5 +28,22 @@ void parallel_ranges(std::int64_t n, Body body, std::int64_t align = 1, std::int
     pool.emplace_back([=, &body] { body(begin, std::min(begin + step, n)); });
   body(std::int64_t{0}, std::min(step, n));
 }  // the jthreads join here
+
+// The largest of range_max(begin, end) over the ranges parallel_ranges makes of [0, n) (0 for n = 0):
+// a maximum, so the same whatever the split.
+template <class RangeMax>
+double parallel_max(std::int64_t n, RangeMax range_max, std::int64_t serial_below = 1 << 20) {
+  std::mutex mutex;
+  double m = 0;
+  parallel_ranges(
+      n,
+      [&](std::int64_t begin, std::int64_t end) {
+        const double mine = range_max(begin, end);
+        const std::lock_guard<std::mutex> lock(mutex);
+        m = std::max(m, mine);
+      },
+      1, serial_below);
+  return m;
+}
 
 }  // namespace fa
