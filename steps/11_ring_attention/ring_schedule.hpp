@@ -1,6 +1,6 @@
 // ring_schedule.hpp — stage 11: who holds which tokens, and which key/value block each GPU works
 // on at each step of the ring. Plain C++ (no GPU): the CPU model of the ring (ring_model.hpp), the
-// tests and the chapter's tables use it, and so will the NCCL stage.
+// tests, the chapter's tables and the GPU stage (ring_gpu.cu) use it.
 //
 // One sequence of N tokens is cut into chunks of consecutive tokens (sizes differing by at most one).
 // Each of the P GPUs keeps the queries of its chunks for the whole run; the keys and values of the
