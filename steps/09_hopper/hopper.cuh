@@ -57,10 +57,16 @@ inline std::string hopper_skip_reason() {
          std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor);
 }
 
-// Whether the stage's kernels run on `device` (compute capability 9.0), asked once per device: the
-// later stages that pick stage 09 where it runs (10's prefill, 11's blocks) ask before every launch,
-// and reading a device's properties takes far longer than a launch.
+// Whether the stage's kernels run on `device` (compute capability 9.0), or on the current device;
+// asked once per device: the later stages that pick stage 09 where it runs (10's prefill, 11's
+// blocks) ask before every launch, and reading a device's properties takes far longer than a launch.
 bool runs_on(int device);
+bool runs_here();
+
+// The course's fastest forward on the current device, as the later stages run it: this stage's
+// overlap rung where it runs, stage 07 elsewhere; and which one that is ("09" or "07").
+void fastest_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
+const char* fastest_forward_stage();
 
 // For the stage's tests, before their first kernel: "skipped: <why>" and exit 77 unless on 9.0.
 inline void exit_skipped_unless_hopper() {

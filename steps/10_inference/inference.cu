@@ -243,12 +243,6 @@ void with_repeated_heads(const Problem& p, const AttentionInputs& in, const Atte
   forward(mha, repeated, out, ctx);
 }
 
-bool stage09_here() {
-  int device = 0;
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  return step09::runs_on(device);
-}
-
 }  // namespace
 
 void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
@@ -258,16 +252,14 @@ void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const A
 
 void attention_forward_prefill(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx) {
-  if (stage09_here()) step09::attention_forward_overlap(p, in, out, ctx);
+  // Stage 09 takes grouped heads and packed batches as they are; stage 07 needs K/V repeated.
+  if (step09::runs_here()) step09::attention_forward_overlap(p, in, out, ctx);
   else stage07_repeated_heads(p, in, out, ctx);
 }
 
-const char* prefill_stage() { return stage09_here() ? "09" : "07"; }
-
 void attention_forward_prefill_repeated(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                         DeviceContext& ctx) {
-  with_repeated_heads(p, in, out, ctx, stage09_here() ? DeviceForward(step09::attention_forward_overlap)
-                                                      : DeviceForward(step07::attention_forward));
+  with_repeated_heads(p, in, out, ctx, step09::fastest_forward);
 }
 
 std::string device_refusal(const Problem& p) {

@@ -58,7 +58,6 @@ void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const A
 // elsewhere stage 07 on K/V repeated to Hq (stage07_repeated_heads; no packed batches).
 void attention_forward_prefill(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx);
-const char* prefill_stage();  // "09" or "07": the stage attention_forward_prefill runs on the current device
 // The same kernel on the multi-head problem of the same query shape: K and V repeated to Hq heads
 // first (its own kernel, timed apart as "repeat K/V" in the results' split_ms), then the forward
 // with Hkv = Hq. Its forward's time is the multi-head time that grouped prefill is measured against.

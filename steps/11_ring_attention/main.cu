@@ -15,6 +15,8 @@
 #include <iostream>
 #include <string>
 
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
+#include "09_hopper/hopper.cuh"
 #include "11_ring_attention/ring_gpu.cuh"
 #include "11_ring_attention/ring_model.hpp"
 #include "fa/cuda/device.cuh"
@@ -150,7 +152,7 @@ int main(int argc, char** argv) {
   if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
   ring.gpus = gpus > 0 ? gpus : std::max(devices, 1);
   // The single-GPU kernel beside the ring: stage 09's on compute capability 9.0, stage 07's elsewhere.
-  const std::string one_gpu_stage = devices > 0 ? fa::step11::local_forward_stage() : "07";
+  const std::string one_gpu_stage = devices > 0 ? fa::step09::fastest_forward_stage() : "07";
 
   ring.overlap = !no_overlap;
   if (!timeline_path.empty()) return write_timeline(cli.options(), ring, backward ? fa::Pass::backward : fa::Pass::forward,
@@ -168,11 +170,15 @@ int main(int argc, char** argv) {
     def.variants.push_back(fa::step11::ring_variant("ring_contiguous", contiguous, def.pass));
   // The single-GPU kernel on the whole sequence, on GPU 0: the comparison, and the forward's second opinion.
   if (!no_one_gpu && backward) {
-    def.variants.push_back(fa::gpu_backward_variant("08", "one_gpu", /*ours=*/false, fa::step11::local_forward,
-                                                    fa::step11::local_backward));
+    def.variants.push_back(fa::gpu_backward_variant(
+        "08", "one_gpu", /*ours=*/false, fa::step09::fastest_forward,
+        [](const fa::Problem& p, const fa::AttentionInputs& in, fa::ConstTensorView o, fa::ConstTensorView lse,
+           fa::ConstTensorView d_o, const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+          fa::step08::attention_backward(p, in, o, lse, d_o, g, ctx);  // its default options
+        }));
   } else if (!no_one_gpu) {
-    def.variants.push_back(fa::gpu_variant(one_gpu_stage, "one_gpu", /*ours=*/false, fa::step11::local_forward));
-    def.verify.previous = fa::PreviousStage{"one GPU", fa::gpu_forward(fa::step11::local_forward)};
+    def.variants.push_back(fa::gpu_variant(one_gpu_stage, "one_gpu", /*ours=*/false, fa::step09::fastest_forward));
+    def.verify.previous = fa::PreviousStage{"one GPU", fa::gpu_forward(fa::step09::fastest_forward)};
   }
   fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);
   def.skip_reason = [ring] { return fa::step11::ring_refusal(ring); };

@@ -23,7 +23,6 @@
 #include <stdexcept>
 #include <utility>
 
-#include "07_tensor_cores/tensor_cores.cuh"
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "09_hopper/hopper.cuh"
 #include "11_ring_attention/ring_kernels.cuh"
@@ -340,7 +339,7 @@ void RingAttention::Impl::attend_step(Rank& rk, int step) {
   for_each_pair(p, rk, kv, rk.block(step), [&](QueryChunk& qc, const Problem& pp, const AttentionInputs& in, std::size_t) {
     const AttentionOutputs out{TensorView(rk.o_b.data(), p.dtype, rows_shape(p, pp.seq_q, p.dim)),
                                TensorView(rk.lse_b.data(), DType::float32, rows_shape(p, pp.seq_q, 1))};
-    local_forward(pp, in, out, *rk.ctx);
+    step09::fastest_forward(pp, in, out, *rk.ctx);  // stage 09's overlap rung on 9.0, stage 07 elsewhere
     merge(p, qc.o_acc.data(), static_cast<float*>(qc.lse.view().data), rk.o_b.data(), rk.lse_b.data(),
           p.batch * p.heads * pp.seq_q, rk.compute);
   });
@@ -359,7 +358,7 @@ void RingAttention::Impl::backward_step(Rank& rk, int step) {
     const AttentionGradients grads{TensorView(rk.dq_b.data(), p.dtype, q_shape),
                                    TensorView(rk.dk_b.data(), p.dtype, k_shape),
                                    TensorView(rk.dv_b.data(), p.dtype, k_shape)};
-    local_backward(pp, in, qc.o.view(), qc.lse.view(), qc.d_o.view(), grads, *rk.ctx);
+    step08::attention_backward(pp, in, qc.o.view(), qc.lse.view(), qc.d_o.view(), grads, *rk.ctx);
     const std::int64_t q_elems = q_shape.numel(), k_elems = k_shape.numel();
     accumulate(p, qc.dq_acc.data(), rk.dq_b.data(), false, q_elems, rk.compute);
     accumulate(p, local + dkv.k_at[b] / sizeof(float), rk.dk_b.data(), false, k_elems, rk.compute);
@@ -620,23 +619,6 @@ std::string ring_refusal(const RingOptions& o) {
   return "";
 }
 
-void local_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
-  int device = 0;
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  if (step09::runs_on(device)) step09::attention_forward_overlap(p, in, out, ctx);
-  else step07::attention_forward(p, in, out, ctx);
-}
-
-void local_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
-                    ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
-  step08::attention_backward(p, in, o, lse, d_o, grads, ctx);
-}
-
-const char* local_forward_stage() {
-  int device = 0;
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  return step09::runs_on(device) ? "09" : "07";
-}
 
 Variant ring_variant(const std::string& name, const RingOptions& o, Pass pass) {
   Variant v;

@@ -111,11 +111,4 @@ class RingAttention {
 // waits for and joins (the L2 flush is device 0's only: the chunks here are larger than L2 anyway).
 Variant ring_variant(const std::string& name, const RingOptions& o, Pass pass);
 
-// The single-GPU kernels the ring runs on each block, for the comparison on one GPU: stage 09's
-// forward (overlap rung) on compute capability 9.0, stage 07's elsewhere; stage 08's backward.
-void local_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
-void local_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
-                    ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
-const char* local_forward_stage();  // "09" or "07": the stage local_forward runs on the current device
-
 }  // namespace fa::step11

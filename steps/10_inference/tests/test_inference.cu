@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "09_hopper/hopper.cuh"
 #include "10_inference/inference.cuh"
 #include "fa/compare.hpp"
 #include "fa/cuda/device.cuh"
@@ -154,7 +155,7 @@ TEST_CASE("grouped-query prefill against float64, and bitwise equal to the same 
           for (const bool causal : {false, true}) {
             if (d == 256 && nq > 500) continue;  // D = 256 is checked for correctness, on the short shapes
             const fa::Problem p = decode_problem(nq, nk, d, causal, h.q, h.kv, t);
-            INFO(p.describe() << " " << fa::to_string(p.dtype) << " (stage " << fa::step10::prefill_stage() << ")");
+            INFO(p.describe() << " " << fa::to_string(p.dtype) << " (stage " << fa::step09::fastest_forward_stage() << ")");
             const fa::AttentionData in = fa::make_inputs(p, ++seed);
             const fa::GpuRun grouped = fa::run_once(p, in, fa::step10::attention_forward_prefill);
             fa::testing::check_verified(p, in, grouped.out, "10 prefill");
@@ -162,13 +163,13 @@ TEST_CASE("grouped-query prefill against float64, and bitwise equal to the same 
             const fa::GpuRun repeated = fa::run_once(p, in, fa::step10::attention_forward_prefill_repeated);
             CHECK(grouped.out.o.to_float() == repeated.out.o.to_float());
             CHECK(grouped.out.lse.to_float() == repeated.out.lse.to_float());
-            if (std::string(fa::step10::prefill_stage()) == "09") CHECK(grouped.extra_bytes == 0);  // nothing repeated
+            if (fa::step09::runs_here()) CHECK(grouped.extra_bytes == 0);  // nothing repeated
           }
 }
 
 TEST_CASE("packed prefill: each sequence against float64 alone, and bitwise what the kernel gives it alone") {
   skip_without_gpu();
-  if (std::string(fa::step10::prefill_stage()) != "09") {
+  if (!fa::step09::runs_here()) {
     MESSAGE("packed prefill runs on stage 09's kernels (compute capability 9.0): not checked on this GPU");
     return;
   }
