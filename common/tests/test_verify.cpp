@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "fa/random.hpp"
@@ -109,4 +111,24 @@ TEST_CASE("the allowed error follows the plain implementation's, per dtype") {
   CHECK(t32.rtol == doctest::Approx(4 * 0x1.0p-24));
   CHECK(t16.atol == doctest::Approx(fa::kPlainErrorMultiple * 1e-3 + 8 * 0x1.0p-11));
   CHECK(t16.rtol == doctest::Approx(4 * 0x1.0p-11));
+}
+
+TEST_CASE("the printed verdict says when a row passed above the plain multiple, on the floor") {
+  fa::Verification v;
+  v.against = "float64 (all rows)";
+  fa::CompareReport r;
+  r.name = "O", r.count = 10;
+  v.reports.push_back(r);
+  auto printed = [&](double ratio) {
+    v.error_vs_plain = ratio;
+    std::ostringstream os;
+    v.print(os);
+    return os.str();
+  };
+  CHECK(printed(1.5).find("(allowed: 4)") != std::string::npos);
+  CHECK(printed(4.8).find("passed on the floor") != std::string::npos);
+  v.reports[0].bad = 1;  // a failing row above the multiple is only "allowed: 4"
+  const std::string failed = printed(4.8);
+  CHECK(failed.find("FAIL") != std::string::npos);
+  CHECK(failed.find("passed on the floor") == std::string::npos);
 }
