@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -187,4 +188,22 @@ TEST_CASE("--paper-shapes: B·N = 16384 tokens and H·D = 2048 at every N, or on
   opt.load_dir = "inputs";
   CHECK(fa::use_paper_shapes(opt, untouched) == "--paper-shapes and --load cannot be combined");
   CHECK(!untouched.shape_case);
+}
+
+TEST_CASE("require_finite names the first non-finite element of a tensor split across the host's cores") {
+  fa::HostTensor t(fa::Shape4{2, 3, 4096, 128}, fa::DType::bfloat16);  // 3.1 M elements: parallel
+  CHECK_NOTHROW(fa::require_finite(t, "q"));
+  auto message = [&] {
+    try {
+      fa::require_finite(t, "q");
+    } catch (const fa::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::int64_t late = t.numel() - 5, early = 3 * 128 + 1;  // in the last range and in the first
+  t.set(late, std::numeric_limits<float>::quiet_NaN());
+  CHECK(message() == "q[1,2,4095,123] is nan: inputs must be finite");
+  t.set(early, -std::numeric_limits<float>::infinity());
+  CHECK(message() == "q[0,0,3,1] is -inf: inputs must be finite");
 }

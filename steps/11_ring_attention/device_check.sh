@@ -7,15 +7,18 @@
 #                                                                      runs (1 and 2 GPUs), the timelines, the
 #                                                                      backward verified at 16k (JSON into OUT)
 #   steps/11_ring_attention/device_check.sh BUILD_DIR OUT_DIR two_bwd   then, on the same machine: the
-#                                                                      backward's speed-up runs and a sequence
-#                                                                      too long for one GPU
+#                                                                      backward's speed-up runs and the timelines
+#   steps/11_ring_attention/device_check.sh BUILD_DIR OUT_DIR long      a sequence too long for one GPU: the
+#                                                                      ring on one GPU (out of memory) and on two
+# STEP_TIMEOUT=S stops any one step after S seconds (its log so far still goes into the bundle), so
+# that a device call's limit never takes the whole bundle with it.
 set -uo pipefail
 b=$1 bundle=$2/step11_device_check_${3:-one}.tgz mode=${3:-one}
 s=$b/steps/11_ring_attention
 out=$b/device_check_$mode  # logs and results; after every step all of it goes into one bundle in OUT_DIR
 rm -rf $out && mkdir -p $out
 export NCCL_NVLS_ENABLE=0  # the machines' rule (KINDS.md): NVLink multicast stays off
-run() { local name=$1; shift; "$@" > $out/$name.log 2>&1; local rc=$?; (cd $out && tar czf $bundle .); echo "[rc=$rc] $name: $(grep -E '^\[doctest\] (test cases|assertions)|ERROR SUMMARY|RACECHECK SUMMARY|^(PASS|FAIL)' $out/$name.log | tr -s ' ' | tr '\n' ' ')"; grep -B2 -A8 "ERROR:\|FAILED\|error:" $out/$name.log | head -30; }
+run() { local name=$1 t0=$SECONDS; shift; timeout -k 10 "${STEP_TIMEOUT:-0}" stdbuf -oL -eL "$@" > $out/$name.log 2>&1; local rc=$?; (cd $out && tar czf $bundle .); echo "[rc=$rc, $((SECONDS - t0)) s] $name: $(grep -E '^\[doctest\] (test cases|assertions)|ERROR SUMMARY|RACECHECK SUMMARY|^(PASS|FAIL)' $out/$name.log | tr -s ' ' | tr '\n' ' ')"; grep -B2 -A8 "ERROR:\|FAILED\|error:" $out/$name.log | head -30; }
 if [ "$mode" = one ]; then
   run test_step11 $s/test_step11
   (cd $b && ctest -R "step11" --output-on-failure > $out/ctest_step11.log 2>&1; echo "ctest step11: $(grep 'tests passed' $out/ctest_step11.log)"; grep -E "Failed|\*\*\*" $out/ctest_step11.log | head)
