@@ -15,8 +15,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fa/dtype.hpp"
@@ -84,6 +86,30 @@ struct BasicTensorView {
 using TensorView = BasicTensorView<void*>;
 using ConstTensorView = BasicTensorView<const void*>;
 
+namespace detail {
+// An allocator whose new elements are left uninitialised, so that a large tensor's pages are
+// first touched by a fill on every core (HostTensor's constructor) and not by one thread's zeroing:
+// tens of gigabytes for a long sequence's inputs.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <class U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-initialised: for std::byte, nothing is written
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+}  // namespace detail
+
 // Owning, contiguous host tensor [B, H, N, D] of any dtype. LSE is stored as [B, H, Nq, 1].
 // The float accessors (data, values, head, at) are for float32 tensors; `get` reads any dtype.
 class HostTensor {
@@ -131,7 +157,7 @@ class HostTensor {
  private:
   Shape4 shape_;
   DType dtype_ = DType::float32;
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte, detail::UninitializedAllocator<std::byte>> bytes_;
 };
 
 // [B, H, N, D]; a packed batch's [1, H, total, D] (problem.hpp).
