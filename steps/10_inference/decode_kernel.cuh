@@ -19,6 +19,9 @@
 //      kWarps-th key tile of the block's chunk, with its own K/V buffers and cp.async pipeline
 //      (no __syncthreads in the loop, only __syncwarp). At the end the warps' (m, l, Õ) are merged in
 //      shared memory by the same rule as the splits, in base 2.
+//   The merge of the splits is a second kernel (combine_kernel, merge_block_per_row_kernel below),
+//   or, with tile_counters, none: each block counts itself done on its row tile's counter, and the
+//   block that counts last merges the tile's rows over every split (merge_tile_splits below).
 //
 //   per warp, per key tile j (Bc keys):       the loop of stage 07 for one 16-row slice
 //     S = Q·K_jᵀ (Q's fragments stay in registers), mask (tail of the cache, causal rows),
@@ -58,6 +61,8 @@ struct DecodeArgs {
   int seq_q, seq_k;       // Nq; Nk, the caches' capacity (the row stride of K and V)
   int group, heads_kv;    // G = Hq / Hkv; Hkv
   int splits, tiles_per_split;  // key chunks, and key tiles (Bc keys) per chunk
+  unsigned* tile_counters;      // splits > 1, Merge::last_block: [B·Hkv][row tiles], zero between launches;
+                                // nullptr: a second kernel merges
   long long rows;               // B·Hq·Nq
   float scale;       // τ: LSE = m·τ + ln l
   float scale_log2;  // τ·log2(e)
@@ -78,6 +83,7 @@ struct DecodeConfig {
   static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
   static constexpr int kSmemBytes = QTile::kElements * 2 + kWarps * kWarpBytes;
   static_assert(kMergeBytes <= kWarps * kWarpBytes, "the warps' merge must fit in their K/V buffers");
+  static_assert(kWarps * D >= 128, "the last block's merge keeps 16 rows x 128 split weights in the warps' Õ");
   static_assert(kBc * (D / 8) % 32 == 0, "a warp copies whole 16-byte chunks of a K/V tile, the same count per lane");
 };
 
@@ -105,6 +111,69 @@ __device__ __forceinline__ void position_range(int r0, int n, int seq_q, int& lo
   } else {
     lo = first;
     hi = last;
+  }
+}
+
+// Merge::last_block, called by every block of the split kernel after it wrote its partial rows. The
+// block counts itself on its row tile's counter; the one that counts last (all the others' partials
+// written and fenced) merges the tile's rows over every split, as merge_block_per_row_kernel does
+// for one row, and sets the counter back to 0 for the next launch. The others return. No block
+// waits for another, so the order in which the GPU runs them does not matter.
+//   release: each thread fences its partial stores before the block counts (__threadfence, then
+//            the barrier, then one atomicAdd);
+//   acquire: the last block's counting thread fences after the atomic, the barrier passes that on,
+//            and the partials are read through L2 (__ldcg), never from a stale L1 line.
+// `scratch` is at least 16 · 128 floats of shared memory no thread still reads: the split weights.
+template <class T, class C>
+__device__ __forceinline__ void merge_tile_splits(const DecodeArgs<T>& a, float* scratch, std::int64_t row_base,
+                                                  int rows_here, unsigned* counter) {
+  constexpr int D = C::D;
+  __shared__ bool merges;
+  __threadfence();
+  __syncthreads();  // every thread's partials fenced, and every thread done with `scratch`
+  if (threadIdx.x == 0) {
+    merges = atomicAdd(counter, 1u) == static_cast<unsigned>(a.splits - 1);
+    if (merges) {
+      __threadfence();
+      *counter = 0;  // every split has counted: ready for the next launch
+    }
+  }
+  __syncthreads();
+  if (!merges) return;
+
+  // Each row's LSE over the splits (split_merge.hpp's rule, the max and the sum across a warp's
+  // lanes), then each split's weight in `scratch` [16][splits].
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int row = warp; row < rows_here; row += C::kWarps) {
+    const float* lse_row_parts = a.lse_part + row_base + row;  // split s at [s · rows]
+    float m = -INFINITY;
+    for (int s = lane; s < a.splits; s += 32) m = fmaxf(m, __ldcg(lse_row_parts + s * a.rows));
+    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    float sum = 0.0f;
+    if (m != -INFINITY)  // no split saw a key: LSE −inf, every weight 0, O = 0
+      for (int s = lane; s < a.splits; s += 32) sum += expf(__ldcg(lse_row_parts + s * a.rows) - m);
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    const float lse_row = m == -INFINITY ? -INFINITY : m + logf(sum);
+    for (int s = lane; s < a.splits; s += 32) scratch[row * a.splits + s] = part_weight(__ldcg(lse_row_parts + s * a.rows), lse_row);
+    if (lane == 0) a.lse[row_base + row] = lse_row;
+  }
+  __syncthreads();
+
+  // O: each element of the tile's rows summed over the splits, four loads in flight.
+  for (int e = threadIdx.x; e < rows_here * D; e += C::kThreads) {
+    const int row = e / D, d = e % D;
+    const float* weight = scratch + row * a.splits;
+    const float* part = a.o_part + (row_base + row) * D + d;  // split s at [s · rows · D]
+    const std::int64_t stride = a.rows * D;
+    float acc = 0.0f;
+    int s = 0;
+    for (; s + 4 <= a.splits; s += 4) {
+      const float x0 = __ldcg(part + (s + 0) * stride), x1 = __ldcg(part + (s + 1) * stride);
+      const float x2 = __ldcg(part + (s + 2) * stride), x3 = __ldcg(part + (s + 3) * stride);
+      acc += weight[s] * x0 + weight[s + 1] * x1 + weight[s + 2] * x2 + weight[s + 3] * x3;
+    }
+    for (; s < a.splits; ++s) acc += weight[s] * __ldcg(part + s * stride);
+    a.o[(row_base + row) * D + d] = static_cast<T>(acc);
   }
 }
 
@@ -284,6 +353,8 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
       if (d == 0) a.lse_part[part] = lse;
     }
   }
+  if (a.splits > 1 && a.tile_counters != nullptr)
+    merge_tile_splits<T, C>(a, merge_o, row_base, rows_here, a.tile_counters + blockIdx.x * gridDim.z + blockIdx.z);
 }
 
 // The merge of the splits: one warp per query row, (O_s, LSE_s) of every split into O and LSE by
@@ -307,7 +378,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const float* o_part, const
   if (lane == 0) lse[row] = lse_row;
 }
 
-// The same merge with a block of 128 threads per query row (DecodeOptions::block_merge; 7.5-8 µs
+// The same merge with a block of 128 threads per query row (Merge::block_per_row; 7.5-8 µs
 // faster at every cache length on an H100, docs/results/compare_10_decode_merge_h100.txt). combine_kernel above gives each row one warp whose lanes each walk
 // all the splits one after the other, twice for the LSE and once per column: at batch 1 that is 8
 // blocks and a chain of dependent steps (12 µs at every cache length, chapter 10). Here thread s

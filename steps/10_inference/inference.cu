@@ -1,5 +1,6 @@
-// Stage 10 — the host side: the problem's checks, how many splits, the two launches (the split
-// kernel, then the merge), and stage 07 on the same problem with its K/V heads repeated.
+// Stage 10 — the host side: the problem's checks, how many splits, the launches (the split kernel,
+// then the merge, unless the split kernel's last blocks merge), and stage 07 on the same problem with
+// its K/V heads repeated.
 //
 // What changed from stage 07 (steps/07_tensor_cores/tensor_cores.cu): the grid is no longer (heads,
 // query tiles) but (batch × K/V heads, key chunks, 16-row tiles), and the number of key chunks is
@@ -119,6 +120,10 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   a.heads_kv = static_cast<int>(p.kv_heads());
   a.splits = plan.splits;
   a.tiles_per_split = plan.tiles_per_split;
+  const bool last_block_merges = plan.splits > 1 && options.merge == Merge::last_block;
+  if (last_block_merges)  // zeroed once; each launch's merging blocks leave them at 0 again
+    a.tile_counters = ctx.scratch_zeroed_as<unsigned>("decode split counters",
+                                                      static_cast<std::size_t>(p.batch * p.kv_heads() * row_tiles(p)));
   a.rows = rows;
   a.scale = p.softmax_scale();
   a.scale_log2 = a.scale * static_cast<float>(M_LOG2E);
@@ -131,9 +136,9 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(a);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("split");
-  if (plan.splits > 1) {
+  if (plan.splits > 1 && !last_block_merges) {
     ctx.kernel_begin("combine");
-    if (options.block_merge)
+    if (options.merge == Merge::block_per_row)
       merge_block_per_row_kernel<T><<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(
           a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, static_cast<int>(p.dim));
     else

@@ -26,16 +26,23 @@ inline const Supports kPrefillSupports{.dtypes = {DType::bfloat16, DType::float1
                                        .grouped_heads = true,
                                        .variable_lengths = true};
 
+// How the splits' partial results become O and LSE (one split: no merge at all).
+enum class Merge {
+  warp_per_row,   // a second kernel, a warp per query row (combine_kernel): the first version
+  block_per_row,  // a second kernel, a block per row (merge_block_per_row_kernel): measured faster
+  last_block,     // no second kernel: the last block of each row tile to finish merges its rows
+};
+
 struct DecodeOptions {
   int splits = 0;                   // key chunks; 0: choose_splits on this GPU
   const int* cache_lens = nullptr;  // device [B]: each batch entry's cache length (<= Nk); nullptr: Nk
-  bool block_merge = false;         // merge the splits with a block per row (merge_block_per_row_kernel,
-                                    // measured faster) instead of a warp per row (combine_kernel)
+  Merge merge = Merge::warp_per_row;
 };
 
 // Split-KV decoding (fa::DeviceForward with options): Q [B, Hq, Nq, D], K, V [B, Hkv, Nk, D] of
 // p.dtype, 16-byte aligned; O and LSE written. With more than one split, the partial results
-// (splits · B·Hq·Nq · (D + 1) floats) live in ctx's scratch, counted on its meter.
+// (splits · B·Hq·Nq · (D + 1) floats) live in ctx's scratch, counted on its meter, and with
+// Merge::last_block one counter per (batch, K/V head, row tile) beside them (4 bytes each).
 void decode_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
                     const DecodeOptions& options);
 

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   spec.default_sweep = prefill ? std::vector<std::int64_t>{4096, 16384} : std::vector<std::int64_t>{1024, 8192, 32768};
   spec.default_seq_q = prefill ? 0 : 1;  // decoding: a sweep (or --seq-k alone) is over the cache; one new query
   spec.supports = prefill ? fa::step10::kPrefillSupports : fa::step10::kSupports;
-  const std::vector<std::string> decode_variants{"split_kv", "split_kv_block_merge", "one_split"};
+  const std::vector<std::string> decode_variants{"split_kv", "split_kv_block_merge", "split_kv_fused_merge", "one_split"};
   const std::vector<std::string> prefill_variants{"prefill", "prefill_repeated"};
   spec.variants = decode_variants;
   spec.variants.insert(spec.variants.end(), prefill_variants.begin(), prefill_variants.end());
@@ -42,9 +42,10 @@ int main(int argc, char** argv) {
       "kernel: one block per (batch, K/V head, 16 query rows, key chunk): the G = Hq/Hkv query heads of a\n"
       "group are rows of one tile (K/V read once per group); 4 warps split the chunk's key tiles (32 keys at\n"
       "D = 128, 64 at D = 64), each with two cp.async stages, merged in shared memory; mma.sync for both\n"
-      "products. A second kernel merges the chunks by the LSE rule (split_merge.hpp).\n"
+      "products. A second kernel merges the chunks by the LSE rule (split_merge.hpp), or the split kernel's last blocks.\n"
       "split_kv: key chunks chosen from the shape and the SM count (--splits N to force N);\n"
       "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (7.5-8 µs faster, H100);\n"
+      "split_kv_fused_merge: no merge kernel: the last block of each row tile to finish merges its rows;\n"
       "one_split: one chunk, no merge kernel.\n"
       "--prefill (Nq = Nk, a prompt's first pass; default sweep 4k, 16k; --seq-lens L1,L2,..: a packed batch):\n"
       "prefill: stage 09's overlap rung on compute capability 9.0, its K/V tensor maps over B·Hkv heads, query head\n"
@@ -80,16 +81,18 @@ int main(int argc, char** argv) {
     def.variants.push_back(
         fa::gpu_variant("10", "prefill_repeated", /*ours=*/true, fa::step10::attention_forward_prefill_repeated));
   } else {
-    const fa::DeviceForward split_kv = [splits](const fa::Problem& p, const fa::AttentionInputs& in,
-                                                const fa::AttentionOutputs& out, fa::DeviceContext& ctx) {
-      fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits});
+    // The splits (chosen, or --splits), merged three ways: the rungs of the merge.
+    auto split_kv = [splits](fa::step10::Merge merge) -> fa::DeviceForward {
+      return [splits, merge](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
+                             fa::DeviceContext& ctx) {
+        fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .merge = merge});
+      };
     };
-    def.variants.push_back(fa::gpu_variant("10", "split_kv", /*ours=*/true, split_kv));
-    const fa::DeviceForward block_merge = [splits](const fa::Problem& p, const fa::AttentionInputs& in,
-                                                   const fa::AttentionOutputs& out, fa::DeviceContext& ctx) {
-      fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .block_merge = true});
-    };
-    def.variants.push_back(fa::gpu_variant("10", "split_kv_block_merge", /*ours=*/true, block_merge));
+    def.variants.push_back(fa::gpu_variant("10", "split_kv", /*ours=*/true, split_kv(fa::step10::Merge::warp_per_row)));
+    def.variants.push_back(
+        fa::gpu_variant("10", "split_kv_block_merge", /*ours=*/true, split_kv(fa::step10::Merge::block_per_row)));
+    def.variants.push_back(
+        fa::gpu_variant("10", "split_kv_fused_merge", /*ours=*/true, split_kv(fa::step10::Merge::last_block)));
     def.variants.push_back(fa::gpu_variant("10", "one_split", /*ours=*/true, fa::step10::attention_forward_one_split));
   }
   // The previous stage beside it, same dtype: the chart's comparison and the second opinion.

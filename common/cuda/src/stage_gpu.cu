@@ -18,6 +18,14 @@ void* DeviceContext::scratch(const std::string& name, std::size_t bytes) {
   return it->second.data();
 }
 
+void* DeviceContext::scratch_zeroed(const std::string& name, std::size_t bytes) {
+  const auto it = scratch_.find(name);
+  const bool allocated = it == scratch_.end() || it->second.bytes() < bytes;
+  void* data = scratch(name, bytes);
+  if (allocated) FA_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, stream));
+  return data;
+}
+
 DeviceTensor::DeviceTensor(MemoryMeter& meter, Shape4 shape, DType dtype)
     : buf_(meter, static_cast<std::size_t>(shape.numel()) * size_of(dtype)), shape_(shape), dtype_(dtype) {}
 

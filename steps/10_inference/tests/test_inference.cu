@@ -5,8 +5,10 @@
 // logits; batches of caches of different lengths; the partials' memory measured; against stage 07
 // on the same problem (K/V heads repeated). The split heuristic on a table of shapes. Grouped-query
 // prefill (stage 09's kernels reading K/V head bh / G) against float64 and against the same kernel
-// on repeated K/V.
+// on repeated K/V. The three merges of the splits, the last-block merge also across launches.
 #include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
@@ -16,6 +18,7 @@
 #include "09_hopper/hopper.cuh"
 #include "10_inference/inference.cuh"
 #include "fa/compare.hpp"
+#include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/device_buffer.cuh"
 #include "fa/cuda/stage_arch.cuh"
@@ -35,24 +38,35 @@ fa::Problem decode_problem(std::int64_t nq, std::int64_t nk, std::int64_t d, boo
   return p;
 }
 
-fa::DeviceForward with_splits(int splits, bool block_merge = false) {
-  return [splits, block_merge](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
-                               fa::DeviceContext& ctx) {
-    fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .block_merge = block_merge});
+using fa::step10::Merge;
+
+fa::DeviceForward with_splits(int splits, Merge merge = Merge::warp_per_row) {
+  return [splits, merge](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
+                         fa::DeviceContext& ctx) {
+    fa::step10::decode_forward(p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .merge = merge});
   };
 }
 
+const char* merged_by(Merge merge) {
+  switch (merge) {
+    case Merge::warp_per_row: return "merged by a warp per row";
+    case Merge::block_per_row: return "merged by a block per row";
+    default: return "merged by each row tile's last block";
+  }
+}
+
 // One case at the given splits (0: chosen): against float64 on every row, rows without keys
-// exactly 0 and −inf, and the memory beyond the tensors exactly the partial results.
+// exactly 0 and −inf, and the memory beyond the tensors exactly the partial results (and the last
+// block's counters, one per row tile).
 void check_case(const fa::Problem& p, std::uint64_t seed, int splits, fa::InputKind kind = fa::InputKind::normal,
-                bool block_merge = false) {
+                Merge merge = Merge::warp_per_row) {
   const fa::step10::DecodePlan plan = fa::step10::plan_decode(p, splits);
-  INFO(p.describe() << " " << fa::to_string(p.dtype) << ", " << plan.splits << " splits"
-                    << (block_merge ? ", merged by a block per row" : ""));
+  INFO(p.describe() << " " << fa::to_string(p.dtype) << ", " << plan.splits << " splits, " << merged_by(merge));
   const fa::AttentionData in = fa::make_inputs(p, seed, kind);
-  const fa::GpuRun r = fa::run_once(p, in, with_splits(splits, block_merge));
+  const fa::GpuRun r = fa::run_once(p, in, with_splits(splits, merge));
   const std::int64_t partials = plan.splits > 1 ? plan.splits * p.batch * p.heads * p.seq_q * (p.dim + 1) * 4 : 0;
-  CHECK(r.extra_bytes == partials);
+  const std::int64_t counters = plan.splits > 1 && merge == Merge::last_block ? plan.blocks * 4 : 0;
+  CHECK(r.extra_bytes == partials + counters);
   fa::testing::check_verified(p, in, r.out, "10 split_kv");
   if (p.causal) fa::testing::check_empty_rows(p, r.out);
 }
@@ -124,18 +138,46 @@ TEST_CASE("more splits than key tiles, rows past 16 per K/V head, Nq > Nk, and t
   check_case(decode_problem(1, 3000, 64, false, 8, 8, fa::DType::float16), ++seed, 7, fa::InputKind::large_logits);
 }
 
-TEST_CASE("the block-per-row merge: the same checks, 2 to 128 splits, empty splits and rows without keys") {
+TEST_CASE("the other merges (a block per row; each row tile's last block): 2 to 128 splits, empty splits, rows without keys") {
   skip_without_gpu();
-  std::uint64_t seed = 10700;
-  for (const fa::DType t : kDtypes)
-    for (const std::int64_t d : {64, 128, 256})
-      for (const bool causal : {false, true})
-        for (const int splits : {0, 2, 5, 9, 128}) {
-          check_case(decode_problem(1, 4097, d, causal, 8, 2, t), ++seed, splits, fa::InputKind::normal, true);
-          check_case(decode_problem(3, 300, d, causal, 8, 1, t), ++seed, splits, fa::InputKind::normal, true);
-        }
-  check_case(decode_problem(5, 3, 64, true, 8, 1, fa::DType::bfloat16), ++seed, 3, fa::InputKind::normal, true);  // Nq > Nk
-  check_case(decode_problem(4, 3000, 128, true, 8, 2, fa::DType::bfloat16), ++seed, 7, fa::InputKind::large_logits, true);
+  for (const Merge merge : {Merge::block_per_row, Merge::last_block}) {
+    std::uint64_t seed = 10700;
+    for (const fa::DType t : kDtypes)
+      for (const std::int64_t d : {32, 64, 128, 256})
+        for (const bool causal : {false, true})
+          for (const int splits : {0, 2, 5, 9, 128}) {
+            check_case(decode_problem(1, 4097, d, causal, 8, 2, t), ++seed, splits, fa::InputKind::normal, merge);
+            check_case(decode_problem(3, 300, d, causal, 8, 1, t), ++seed, splits, fa::InputKind::normal, merge);
+          }
+    check_case(decode_problem(5, 3, 64, true, 8, 1, fa::DType::bfloat16), ++seed, 3, fa::InputKind::normal, merge);  // Nq > Nk
+    // 40 rows per K/V head: three row tiles, each with its own counter; batch 2.
+    check_case(decode_problem(5, 2000, 128, true, 8, 1, fa::DType::bfloat16), ++seed, 6, fa::InputKind::normal, merge);
+    check_case(decode_problem(4, 3000, 128, true, 8, 2, fa::DType::bfloat16), ++seed, 7, fa::InputKind::large_logits, merge);
+  }
+}
+
+TEST_CASE("the last block's merge leaves its counters at zero: a third launch on one context, outputs poisoned between") {
+  skip_without_gpu();
+  const fa::Problem p = decode_problem(2, 5000, 128, true, 8, 2, fa::DType::bfloat16);
+  const fa::AttentionData in = fa::make_inputs(p, 10900, fa::InputKind::normal);
+  const fa::DeviceForward fused = with_splits(9, Merge::last_block);
+  // Three launches on one context (its scratch, so its counters, kept), O and LSE set to NaN before
+  // the second and the third: a counter left at anything but 0 would make no block merge, and the
+  // NaN would stay.
+  const fa::DeviceForward thrice = [&](const fa::Problem& q, const fa::AttentionInputs& i, const fa::AttentionOutputs& o,
+                                       fa::DeviceContext& ctx) {
+    for (int launch = 0; launch < 3; ++launch) {
+      if (launch > 0) {
+        FA_CUDA_CHECK(cudaMemsetAsync(o.o.data, 0xFF, static_cast<std::size_t>(q.q_elements()) * fa::size_of(q.dtype), ctx.stream));
+        FA_CUDA_CHECK(cudaMemsetAsync(o.lse.data, 0xFF, static_cast<std::size_t>(q.batch * q.heads * q.seq_q) * 4, ctx.stream));
+      }
+      fused(q, i, o, ctx);
+    }
+  };
+  const fa::GpuRun once = fa::run_once(p, in, fused), three = fa::run_once(p, in, thrice);
+  fa::testing::check_verified(p, in, three.out, "10 split_kv_fused_merge, third launch");
+  CHECK(three.out.o.to_float() == once.out.o.to_float());  // the same kernel, the same order of sums
+  CHECK(three.out.lse.to_float() == once.out.lse.to_float());
 }
 
 TEST_CASE("grouped-query prefill against float64, and bitwise equal to the same kernel on K/V repeated to Hq") {

@@ -43,6 +43,15 @@ struct DeviceContext {
     return static_cast<T*>(scratch(name, count * sizeof(T)));
   }
 
+  // The same, zeroed (on `stream`) when it is allocated and only then: for buffers that the kernels
+  // leave as they found them, such as counters that the last block to use them sets back to 0.
+  void* scratch_zeroed(const std::string& name, std::size_t bytes);
+  template <class T>
+  T* scratch_zeroed_as(const std::string& name, std::size_t count) {
+    if (count > SIZE_MAX / sizeof(T)) throw OutOfMemory(name + ": " + std::to_string(count) + " elements overflow size_t");
+    return static_cast<T*>(scratch_zeroed(name, count * sizeof(T)));
+  }
+
   void kernel_begin(const char* name) {
     if (split) split->begin(name, stream);
   }
