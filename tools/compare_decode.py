@@ -29,6 +29,8 @@ is the cache's bytes over it (docs/10_inference.md, the roofline).
 Cross-check: for the cases with Nk = --check-seq-k and B = 1, the stage also runs on PyTorch's inputs
 (--load, --save) and its O must match PyTorch's and a float64 reference by the course's tolerance
 rule (compare_pytorch.py's), else the run fails.
+The results file is written after every case (batch × cache length), so that a run cut short by a
+time limit keeps the cases it finished; the last write is the whole run.
 Exit: 0 when every stage run exited 0 and every cross-check passed; 1 otherwise; 2 bad usage.
 """
 import argparse
@@ -149,6 +151,12 @@ def main(argv=None):
     print("copy bandwidth: %.0f GB/s (1 GiB, read + write)" % copy_gbps, flush=True)
     del src, dst
 
+    def write():  # the cases so far, one valid results file
+        doc = {"schema": "flash-course-results/2", "stage": "anchor", "command": " ".join(sys.argv),
+               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "git_commit": commit, "device": device, "copy_bandwidth": copy_row, "results": rows}
+        cp.write_results(args.json, doc)
+
     gen = torch.Generator(device="cuda")
     for b in args.batch:
         for nk in args.seq_k:
@@ -235,11 +243,9 @@ def main(argv=None):
                 shutil.rmtree(folder, ignore_errors=True)
             del q, k, v, outputs
             torch.cuda.empty_cache()
+            write()
 
-    doc = {"schema": "flash-course-results/2", "stage": "anchor", "command": " ".join(sys.argv),
-           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "git_commit": commit, "device": device, "copy_bandwidth": copy_row, "results": rows}
-    cp.write_results(args.json, doc)
+    write()
     print("\n== stage 10 against the best SDPA backend and the copy bandwidth (%.0f GB/s)" % copy_gbps)
     for line in summary:
         print("  " + line)

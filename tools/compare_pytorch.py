@@ -308,9 +308,11 @@ def write_results(path, doc):
         else:
             parts.append(" %s: %s" % (json.dumps(k), json.dumps(json_safe(v))))
     rows = doc["results"]
-    with open(path, "w") as f:
+    # Written beside, then renamed: a run stopped while writing leaves the previous whole file.
+    with open(path + ".partial", "w") as f:
         f.write("{\n" + ",\n".join(parts) + ',\n "results": [\n' +
                 ",\n".join("  " + json.dumps(json_safe(r)) for r in rows) + "\n ]\n}\n")
+    os.replace(path + ".partial", path)
 
 
 def ratio_text(row, anchors):
