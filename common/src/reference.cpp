@@ -74,6 +74,10 @@ void reference_row_f64(const Problem& p, const AttentionData& in, RowId r, doubl
   }
 }
 
+std::int64_t reference_rows_per_thread(const Problem& p) {
+  return std::max<std::int64_t>(2, (std::int64_t{1} << 22) / std::max<std::int64_t>(p.seq_k * p.dim, 1));
+}
+
 void plain_row(const Problem& p, const AttentionData& in, RowId r, float* o, float* lse) {
   const std::int64_t D = p.dim;
   const std::int64_t visible = p.keys_visible(r.i);
@@ -110,10 +114,18 @@ ReferenceF64 reference_attention_f64(const Problem& p, const AttentionData& in_a
   ReferenceF64 ref;
   ref.o.resize(static_cast<std::size_t>(p.q_elements()));
   ref.lse.resize(static_cast<std::size_t>(p.lse_elements()));
-  for (const RowId& r : all_rows(p)) {
-    const std::int64_t row = (r.b * p.heads + r.h) * p.seq_q + r.i;
-    reference_row_f64(p, in, r, ref.o.data() + row * p.dim, ref.lse.data() + row);
-  }
+  // Every row alone, on every core (the same numbers as one loop).
+  const std::vector<RowId> rows = all_rows(p);
+  parallel_ranges(
+      static_cast<std::int64_t>(rows.size()),
+      [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t n = begin; n < end; ++n) {
+          const RowId& r = rows[static_cast<std::size_t>(n)];
+          const std::int64_t row = (r.b * p.heads + r.h) * p.seq_q + r.i;
+          reference_row_f64(p, in, r, ref.o.data() + row * p.dim, ref.lse.data() + row);
+        }
+      },
+      1, reference_rows_per_thread(p));
   return ref;
 }
 

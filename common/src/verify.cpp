@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "fa/packed.hpp"
+#include "fa/parallel.hpp"
 #include "fa/reference.hpp"
 
 namespace fa {
@@ -122,11 +123,19 @@ Verification verify_forward(const Problem& p, const AttentionData& in_any, const
     const auto [b, h] = head;
     const AttentionData in{head_float32(in_any.q, b, h), head_float32(in_any.k, b, h / group),
                            head_float32(in_any.v, b, h / group), HostTensor()};
-    for (const std::size_t n : which) {
-      const RowId r{0, 0, rows[n].i};
-      reference_row_f64(one, in, r, &ref_o[n * D], &ref_lse[n]);
-      plain_row(one, in, r, &plain_o[n * D], &plain_lse[n]);
-    }
+    // The head's rows on every core: each row is computed alone, so the figures do not depend on
+    // the split (the same as one loop).
+    parallel_ranges(
+        static_cast<std::int64_t>(which.size()),
+        [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t w = begin; w < end; ++w) {
+            const std::size_t n = which[static_cast<std::size_t>(w)];
+            const RowId r{0, 0, rows[n].i};
+            reference_row_f64(one, in, r, &ref_o[n * D], &ref_lse[n]);
+            plain_row(one, in, r, &plain_o[n * D], &plain_lse[n]);
+          }
+        },
+        1, reference_rows_per_thread(p));
   }
 
   std::vector<float> got_o, got_lse;

@@ -29,6 +29,9 @@ void reference_row_f64(const Problem& p, const AttentionData& in, RowId row, dou
 // The same row computed plainly in p.dtype's precision: float32 arithmetic in order, P rounded to
 // p.dtype before P·V, O rounded to p.dtype. `in` must be float32 (as_float32).
 void plain_row(const Problem& p, const AttentionData& in, RowId row, float* o, float* lse);
+// The fewest rows a thread takes in a loop of such rows (parallel_ranges' serial_below): about 4 M
+// multiply-adds of work each, so that short rows do not pay a thread's start.
+std::int64_t reference_rows_per_thread(const Problem& p);
 
 // All rows: o is [B,H,Nq,D], lse is [B,H,Nq], both float64 (a packed batch: [1,H,total,D] and
 // [1,H,total], each sequence against its own keys: fa/packed.hpp).
