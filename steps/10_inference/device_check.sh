@@ -4,8 +4,11 @@
 # logs and results go into one bundle in OUT_DIR, rewritten after every step (the device tool
 # brings back at most 8 files, and a call cut short still brings back what was done).
 #   steps/10_inference/device_check.sh BUILD_DIR OUT_DIR [BASELINE_BUILD_DIR] [COMMIT]
-# With SKIP_DECODE=1 the decode comparison beside PyTorch (the longest step) is left for another call.
-# STEP_TIMEOUT=S stops any one step after S seconds (its log so far still goes into the bundle).
+# PARTS (default: all of them) picks what runs, in this order: tests, prefill (grouped and packed,
+# with the sanitizers), stage09 (before and after; needs BASELINE_BUILD_DIR), splits (the number of
+# splits at batch 1 with each merge), decode (the comparison beside PyTorch, the longest step).
+# SKIP_DECODE=1 is PARTS without decode. STEP_TIMEOUT=S stops any one step after S seconds (its log
+# so far still goes into the bundle).
 # BASELINE_BUILD_DIR: a build of the commit before stage 09's kernels took grouped heads (its
 # step09_hopper), timed in turn with this one's: what the change costs multi-head attention.
 set -uo pipefail
@@ -13,9 +16,13 @@ b=$1 bundle=$2/step10_device_check.tgz base=${3:-} commit=${4:-unknown}
 out=$b/device_check_10
 rm -rf $out && mkdir -p $out
 exe=$b/steps/10_inference/step10_inference
+parts=${PARTS:-tests prefill stage09 splits decode}
+[ -n "${SKIP_DECODE:-}" ] && parts=${parts//decode/}
+want() { [[ " $parts " == *" $1 "* ]]; }
 run() { local name=$1 t0=$SECONDS; shift; timeout -k 10 "${STEP_TIMEOUT:-0}" stdbuf -oL -eL "$@" > $out/$name.log 2>&1; local rc=$?; (cd $out && tar czf $bundle .); echo "[rc=$rc, $((SECONDS - t0)) s] $name: $(grep -E '^\[doctest\] (test cases|assertions)|ERROR SUMMARY|RACECHECK SUMMARY|^(PASS|FAIL)' $out/$name.log | tr -s ' ' | tr '\n' ' ')"; grep -B2 -A8 "ERROR:\|FAILED\|error:" $out/$name.log | head -30; }
 
-run test_step10 $b/steps/10_inference/test_step10
+want tests && run test_step10 $b/steps/10_inference/test_step10
+if want prefill; then
 # Grouped-query prefill against the same kernel on K/V repeated to Hq (its split_ms gives the kernel
 # alone): the issue's "within 5 % of multi-head attention" at N >= 4k, causal and not.
 for causal in "" "--causal"; do
@@ -29,8 +36,9 @@ run prefill_d64 $exe --prefill --sweep 4k,16k --heads 32 --heads-kv 8 --dim 64 -
 run memcheck_prefill compute-sanitizer --tool memcheck $exe --prefill --seq 300 --heads 8 --heads-kv 2 --dim 128 --causal --reps 1 --warmup 0
 run memcheck_packed compute-sanitizer --tool memcheck $exe --prefill --seq-lens 77,1,300,128 --heads 8 --heads-kv 2 --dim 64 --causal --reps 1 --warmup 0
 run racecheck_prefill compute-sanitizer --tool racecheck $exe --prefill --seq 200 --heads 4 --heads-kv 1 --dim 64 --reps 1 --warmup 0 --no-verify
+fi
 # Stage 09 before and after, in turn, twice: the multi-head forward that the grouped heads must not slow.
-if [ -n "$base" ]; then
+if want stage09 && [ -n "$base" ]; then
   for round in 1 2; do
     for which in base new; do
       dir=$([ $which = base ] && echo $base || echo $b)
@@ -38,8 +46,29 @@ if [ -n "$base" ]; then
     done
   done
 fi
-# Decoding beside PyTorch, both merges, batch 1 and 16 (the JSON the chapter's figures come from).
-[ -n "${SKIP_DECODE:-}" ] || run compare_decode python3 tools/compare_decode.py --exe $exe --json $out/compare_10_decode_h100.json --commit $commit --batch 1,16 --seq-k 8k,16k,32k,128k --stage-timeout 300
+# The number of splits at batch 1 for each merge: the sweep that chose "half the GPU's slots" ran
+# with the warp-per-row merge, whose cost grows with the splits (docs/results/step10_splits_h100.txt).
+# Also the last block's merge under the sanitizers (its counters and fences).
+if want splits; then
+  for merge in split_kv_block_merge split_kv_fused_merge; do
+    for nk in 8k 16k 32k; do
+      for splits in 4 9 16 33 66; do
+        run splits_${merge}_${nk}_$splits $exe --variant $merge --splits $splits --seq-k $nk --reps 50 \
+            --json $out/step10_splits_${merge}_${nk}_$splits.json
+      done
+    done
+  done
+  run memcheck_fused compute-sanitizer --tool memcheck $exe --variant split_kv_fused_merge --sweep 1,77,4097 --heads 8 --heads-kv 2 --batch 2 --splits 7 --reps 2 --warmup 1
+  run racecheck_fused compute-sanitizer --tool racecheck $exe --variant split_kv_fused_merge --seq-k 2000 --heads 8 --heads-kv 1 --seq-q 3 --splits 5 --reps 1 --warmup 0
+  run synccheck_fused compute-sanitizer --tool synccheck $exe --variant split_kv_fused_merge --seq-k 2000 --heads 8 --heads-kv 1 --seq-q 3 --splits 5 --reps 1 --warmup 0
+fi
+# Decoding beside PyTorch, every merge (the JSON the chapter's figures come from): batch 1 up to 128k
+# keys, then batch 16 up to 32k (at 128k its stage 07 comparison on repeated heads alone needs 34 GB
+# and most of a call: the run of 2026-11-26 stopped there).
+if want decode; then
+  run compare_decode python3 tools/compare_decode.py --exe $exe --json $out/compare_10_decode_h100.json --commit $commit --batch 1 --seq-k 8k,16k,32k,128k --stage-timeout 300
+  run compare_decode_b16 python3 tools/compare_decode.py --exe $exe --json $out/compare_10_decode_b16_h100.json --commit $commit --batch 16 --seq-k 8k,16k,32k --stage-timeout 300
+fi
 python3 - $out/*.json <<'PY' 2>/dev/null
 import json, sys
 for path in sys.argv[1:]:
