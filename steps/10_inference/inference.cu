@@ -5,7 +5,7 @@
 // What changed from stage 07 (steps/07_tensor_cores/tensor_cores.cu): the grid is no longer (heads,
 // query tiles) but (batch × K/V heads, key chunks, 16-row tiles), and the number of key chunks is
 // chosen here from the shape and the GPU (choose_splits); with more than one chunk a second kernel
-// merges the partial results.
+// merges the partial results, or (Merge::last_block) the split kernel's last block of each row tile.
 //
 // Build and run (verifies against float64 and stage 07 on the same inputs):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step10_inference
