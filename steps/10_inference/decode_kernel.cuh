@@ -19,6 +19,8 @@
 //      kWarps-th key tile of the block's chunk, with its own K/V buffers and cp.async pipeline
 //      (no __syncthreads in the loop, only __syncwarp). At the end the warps' (m, l, Õ) are merged in
 //      shared memory by the same rule as the splits, in base 2.
+//   A paged cache (block_table): K and V rows come from pool pages named by a block table, as serving
+//   engines keep their caches; only the address of a key tile's first row changes (kv_row below).
 //   The merge of the splits is a second kernel (combine_kernel, merge_block_per_row_kernel below),
 //   or, with tile_counters, none: each block counts itself done on its row tile's counter, and the
 //   block that counts last merges the tile's rows over every split (merge_tile_splits below).
@@ -58,6 +60,9 @@ struct DecodeArgs {
   float* o_part;     // ... splits > 1: [splits][rows][D] and [splits][rows], merged by combine_kernel
   float* lse_part;
   const int* cache_lens;  // [B]: the keys in each batch entry's cache (<= seq_k); nullptr: seq_k for all
+  const int* block_table;  // a paged cache: [B][pages_per_seq] pool pages, K and V the pools
+                           // [pages, Hkv, page_size, D]; nullptr: K and V are [B, Hkv, Nk, D]
+  int pages_per_seq, page_size;  // page_size a multiple of every Bc (64)
   int seq_q, seq_k;       // Nq; Nk, the caches' capacity (the row stride of K and V)
   int group, heads_kv;    // G = Hq / Hkv; Hkv
   int splits, tiles_per_split;  // key chunks, and key tiles (Bc keys) per chunk
@@ -192,8 +197,13 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   const int rows_here = min(C::kRows, group_rows - r0);
   const std::int64_t row_base = static_cast<std::int64_t>(head_kv) * group_rows + r0;  // in [B·Hq·Nq]
   const int n_keys = a.cache_lens ? a.cache_lens[batch] : a.seq_k;
-  const T* k = a.k + static_cast<std::int64_t>(head_kv) * a.seq_k * D;
-  const T* v = a.v + static_cast<std::int64_t>(head_kv) * a.seq_k * D;
+  // Where key `key`'s row of this K/V head starts in K and V: [B, Hkv, Nk, D], or a paged cache's
+  // pool [pages, Hkv, page_size, D] through the block table (a key tile never crosses a page).
+  auto kv_row = [&](int key) -> std::int64_t {
+    if (a.block_table == nullptr) return (static_cast<std::int64_t>(head_kv) * a.seq_k + key) * D;
+    const int page = a.block_table[batch * a.pages_per_seq + key / a.page_size];
+    return ((static_cast<std::int64_t>(page) * a.heads_kv + head_kv % a.heads_kv) * a.page_size + key % a.page_size) * D;
+  };
 
   // Keys < seen are seen by some row of the tile, keys < full by every row (stage 05's bounds).
   int seen = n_keys, full = n_keys;
@@ -214,8 +224,10 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   const std::uint32_t my_buffers = q_tile + QTile::kElements * sizeof(T) + warp * C::kWarpBytes;
   auto load_kv = [&](int n) {  // tile n of this warp into stage n mod S: K, then V, one group
     const std::uint32_t stage = my_buffers + (n % S) * 2 * C::kTileBytes;
-    warp_copy_tile<KVTile, Bc, D>(stage, k, tile_of(n) * Bc, n_keys, lane);
-    warp_copy_tile<KVTile, Bc, D>(stage + C::kTileBytes, v, tile_of(n) * Bc, n_keys, lane);
+    const int key0 = tile_of(n) * Bc;  // < n_keys: a loaded tile holds at least one key
+    const std::int64_t at = kv_row(key0);
+    warp_copy_tile<KVTile, Bc, D>(stage, a.k + at, 0, n_keys - key0, lane);
+    warp_copy_tile<KVTile, Bc, D>(stage + C::kTileBytes, a.v + at, 0, n_keys - key0, lane);
   };
 
   // The copies: Q by the whole block (one group), then each warp's first S tiles (one group each;

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <numeric>
+#include <utility>
 
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "09_hopper/hopper.cuh"
@@ -114,6 +116,14 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
     a.lse_part = ctx.scratch_as<float>("decode partial LSE", static_cast<std::size_t>(plan.splits) * rows);
   }
   a.cache_lens = options.cache_lens;
+  a.block_table = options.paged.block_table;
+  a.pages_per_seq = options.paged.pages_per_seq;
+  a.page_size = options.paged.page_size;
+  if (a.block_table != nullptr &&
+      (a.page_size <= 0 || a.page_size % kPageMultiple != 0 ||
+       static_cast<long long>(a.pages_per_seq) * a.page_size < p.seq_k))
+    throw UsageError("stage 10 decode: a paged cache needs pages of a positive multiple of " +
+                     std::to_string(kPageMultiple) + " keys covering Nk = " + std::to_string(p.seq_k));
   a.seq_q = static_cast<int>(p.seq_q);
   a.seq_k = static_cast<int>(p.seq_k);
   a.group = static_cast<int>(p.heads / p.kv_heads());
@@ -172,6 +182,27 @@ __global__ void repeat_heads_kernel(const int4* from, int4* to, long long chunks
   }
 }
 
+// K or V [B, Hkv, Nk, D] into a pool of pages [B·pages_per_seq, Hkv, page_size, D]: entry b's page j
+// (its keys j·page_size ..) goes to pool page (b·pages_per_seq + j)·stride mod pages, stride coprime
+// to the page count (a scattered order, as pages come in a serving engine); keys past Nk are zeros.
+// The block table row b lists entry b's pages. 16 bytes per thread, a grid-stride loop in the
+// sequences' order (b, h, key, chunk).
+__global__ void page_kv_kernel(const int4* from, int4* pool, int* block_table, int heads_kv, int seq_k, int page_size,
+                               int pages_per_seq, long long pages, long long stride, int chunks_per_row) {
+  const long long keys = static_cast<long long>(pages_per_seq) * page_size;
+  const long long total = pages * heads_kv * page_size * chunks_per_row;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const int chunk = static_cast<int>(i % chunks_per_row);
+    const long long key = i / chunks_per_row % keys, head = i / chunks_per_row / keys;  // head = b·Hkv + h
+    const long long b = head / heads_kv, h = head % heads_kv;
+    const long long logical = b * pages_per_seq + key / page_size, page = logical * stride % pages;
+    pool[((page * heads_kv + h) * page_size + key % page_size) * chunks_per_row + chunk] =
+        key < seq_k ? from[(head * seq_k + key) * chunks_per_row + chunk] : int4{0, 0, 0, 0};
+    if (h == 0 && key % page_size == 0 && chunk == 0) block_table[logical] = static_cast<int>(page);
+  }
+}
+
 }  // namespace
 
 int choose_splits(std::int64_t blocks, std::int64_t key_tiles, std::int64_t slots, std::int64_t min_tiles,
@@ -216,6 +247,38 @@ void attention_forward_split_kv(const Problem& p, const AttentionInputs& in, con
 void attention_forward_one_split(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                  DeviceContext& ctx) {
   decode_forward(p, in, out, ctx, DecodeOptions{.splits = 1});
+}
+
+void decode_forward_paged(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+                          DecodeOptions options, int page_size) {
+  p.require(kSupports);
+  if (page_size <= 0 || page_size % kPageMultiple != 0)
+    throw UsageError("stage 10, paged cache: the page size must be a positive multiple of " +
+                     std::to_string(kPageMultiple) + " keys (got " + std::to_string(page_size) + ")");
+  const long long pages_per_seq = (p.seq_k + page_size - 1) / page_size, pages = p.batch * pages_per_seq;
+  if (pages > INT_MAX) throw UsageError("stage 10, paged cache: more pages than 32-bit page numbers");
+  const long long chunks_per_row = p.dim * static_cast<long long>(size_of(p.dtype)) / 16;  // D·2 bytes: D >= 32
+  const std::size_t pool_bytes = static_cast<std::size_t>(pages * p.kv_heads() * page_size * chunks_per_row * 16);
+  void* k_pool = ctx.scratch("paged K pool", pool_bytes);
+  void* v_pool = ctx.scratch("paged V pool", pool_bytes);
+  int* table = ctx.scratch_as<int>("paged block table", static_cast<std::size_t>(pages));
+  long long stride = pages / 2 + 1;  // the scattered order: any stride coprime to the page count
+  while (std::gcd(stride, pages) != 1) ++stride;
+  const long long total = pages * p.kv_heads() * page_size * chunks_per_row;
+  const unsigned blocks = static_cast<unsigned>(std::min<long long>((total + 255) / 256, 65535));
+  ctx.kernel_begin("page K/V");
+  for (const auto& [from, to] : {std::pair{in.k.data, k_pool}, std::pair{in.v.data, v_pool}}) {
+    page_kv_kernel<<<blocks, 256, 0, ctx.stream>>>(static_cast<const int4*>(from), static_cast<int4*>(to), table,
+                                                   static_cast<int>(p.kv_heads()), static_cast<int>(p.seq_k), page_size,
+                                                   static_cast<int>(pages_per_seq), pages, stride,
+                                                   static_cast<int>(chunks_per_row));
+    FA_CUDA_CHECK_LAUNCH();
+  }
+  ctx.kernel_end("page K/V");
+  const Shape4 pool_shape{pages, p.kv_heads(), page_size, p.dim};
+  const AttentionInputs pooled{in.q, ConstTensorView{k_pool, p.dtype, pool_shape}, ConstTensorView{v_pool, p.dtype, pool_shape}};
+  options.paged = PagedCache{table, static_cast<int>(pages_per_seq), page_size};
+  decode_forward(p, pooled, out, ctx, options);
 }
 
 namespace {

@@ -33,10 +33,23 @@ enum class Merge {
   last_block,     // no second kernel: the last block of each row tile to finish merges its rows
 };
 
+// A paged K/V cache, as serving engines keep one: K and V are pools of pages [pages, Hkv, page_size,
+// D] (each page holds page_size consecutive keys of every K/V head of one sequence), and row b of
+// the block table names the pool pages of batch entry b, in order: keys [j·page_size, (j+1)·page_size)
+// are in page block_table[b·pages_per_seq + j]. (FlashAttention's and vLLM's pools keep the tokens
+// first, [pages, page_size, Hkv, D]; heads first keeps each (page, head) one contiguous block.)
+struct PagedCache {
+  const int* block_table = nullptr;  // device [B][pages_per_seq]; nullptr: no paging
+  int pages_per_seq = 0;             // pages_per_seq · page_size >= Nk
+  int page_size = 0;                 // keys per page: a multiple of kPageMultiple
+};
+inline constexpr int kPageMultiple = 64;  // the largest key tile (D <= 64): no tile crosses a page
+
 struct DecodeOptions {
   int splits = 0;                   // key chunks; 0: choose_splits on this GPU
   const int* cache_lens = nullptr;  // device [B]: each batch entry's cache length (<= Nk); nullptr: Nk
   Merge merge = Merge::warp_per_row;
+  PagedCache paged;                 // with a block table, in.k and in.v are the pools
 };
 
 // Split-KV decoding (fa::DeviceForward with options): Q [B, Hq, Nq, D], K, V [B, Hkv, Nk, D] of
@@ -45,6 +58,13 @@ struct DecodeOptions {
 // Merge::last_block one counter per (batch, K/V head, row tile) beside them (4 bytes each).
 void decode_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
                     const DecodeOptions& options);
+
+// The same decoding on a paged copy of the cache: in.k and in.v ([B, Hkv, Nk, D]) are copied into
+// pools of `page_size`-key pages in a scattered order (the copy is its own kernel, timed apart as
+// "page K/V" in the results' split_ms, and counted on the meter), then decode_forward reads them
+// through the block table. The result is bitwise decode_forward's on the contiguous cache.
+void decode_forward_paged(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+                          DecodeOptions options, int page_size);
 
 // The stage's variants, as fa::DeviceForward: the splits chosen for this GPU, and one split (one
 // block per (batch, K/V head, 16 rows): what the grid is without the idea).

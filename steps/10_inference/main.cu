@@ -9,6 +9,7 @@
 //   build/steps/10_inference/step10_inference --variant split_kv --splits 8 --seq-k 32k
 //   build/steps/10_inference/step10_inference --prefill --sweep 4k,16k       grouped-query prefill (Nq = Nk)
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -34,7 +35,8 @@ int main(int argc, char** argv) {
   spec.default_sweep = prefill ? std::vector<std::int64_t>{4096, 16384} : std::vector<std::int64_t>{1024, 8192, 32768};
   spec.default_seq_q = prefill ? 0 : 1;  // decoding: a sweep (or --seq-k alone) is over the cache; one new query
   spec.supports = prefill ? fa::step10::kPrefillSupports : fa::step10::kSupports;
-  const std::vector<std::string> decode_variants{"split_kv", "split_kv_block_merge", "split_kv_fused_merge", "one_split"};
+  const std::vector<std::string> decode_variants{"split_kv", "split_kv_block_merge", "split_kv_fused_merge", "one_split",
+                                                 "split_kv_paged"};
   const std::vector<std::string> prefill_variants{"prefill", "prefill_repeated"};
   spec.variants = decode_variants;
   spec.variants.insert(spec.variants.end(), prefill_variants.begin(), prefill_variants.end());
@@ -47,6 +49,8 @@ int main(int argc, char** argv) {
       "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (7.5-8 µs faster, H100);\n"
       "split_kv_fused_merge: no merge kernel: the last block of each row tile to finish merges its rows;\n"
       "one_split: one chunk, no merge kernel.\n"
+      "split_kv_paged: split_kv_block_merge on a paged copy of the cache (pages of --page-size keys in a\n"
+      "scattered order, read through a block table; the copy timed apart in split_ms).\n"
       "--prefill (Nq = Nk, a prompt's first pass; default sweep 4k, 16k; --seq-lens L1,L2,..: a packed batch):\n"
       "prefill: stage 09's overlap rung on compute capability 9.0, its K/V tensor maps over B·Hkv heads, query head\n"
       "bh reading K/V head bh / (Hq/Hkv) (stage 07 on K/V repeated to Hq elsewhere);\n"
@@ -57,12 +61,19 @@ int main(int argc, char** argv) {
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond (docs/tolerance.md);\n"
       "stage 07 on the same inputs on every row.";
   fa::StageCli cli(spec);
-  int splits = 0;
+  int splits = 0, page_size = 256;
   bool prefill_flag = false;
   cli.app().add_flag("--prefill", prefill_flag, "prompt prefill (Nq = Nk) with grouped heads instead of decoding")->group("stage 10");
   cli.app()
       .add_option("--splits", splits, "key chunks of split_kv, 1..128 (default: chosen for this GPU)")
       ->check(CLI::Range(1, 128))
+      ->group("stage 10");
+  cli.app()
+      .add_option("--page-size", page_size, "keys per page of split_kv_paged's cache, a multiple of 64 (default 256)")
+      ->check([](const std::string& v) {
+        const int n = std::atoi(v.c_str());
+        return n > 0 && n % fa::step10::kPageMultiple == 0 ? std::string() : std::string("must be a positive multiple of 64");
+      })
       ->group("stage 10");
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   fa::RunOptions& opt = cli.options();
@@ -94,6 +105,14 @@ int main(int argc, char** argv) {
     def.variants.push_back(
         fa::gpu_variant("10", "split_kv_fused_merge", /*ours=*/true, split_kv(fa::step10::Merge::last_block)));
     def.variants.push_back(fa::gpu_variant("10", "one_split", /*ours=*/true, fa::step10::attention_forward_one_split));
+    def.variants.push_back(fa::gpu_variant(
+        "10", "split_kv_paged", /*ours=*/true,
+        [splits, page_size](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
+                            fa::DeviceContext& ctx) {
+          fa::step10::decode_forward_paged(
+              p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .merge = fa::step10::Merge::block_per_row},
+              page_size);
+        }));
   }
   // The previous stage beside it, same dtype: the chart's comparison and the second opinion.
   def.variants.push_back(fa::gpu_variant("07", "flash", /*ours=*/false, fa::step10::stage07_repeated_heads));

@@ -5,7 +5,8 @@
 // logits; batches of caches of different lengths; the partials' memory measured; against stage 07
 // on the same problem (K/V heads repeated). The split heuristic on a table of shapes. Grouped-query
 // prefill (stage 09's kernels reading K/V head bh / G) against float64 and against the same kernel
-// on repeated K/V. The three merges of the splits, the last-block merge also across launches.
+// on repeated K/V. The three merges of the splits, the last-block merge also across launches. A
+// paged cache against the contiguous one.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime.h>
@@ -311,4 +312,35 @@ TEST_CASE("a batch of caches of different lengths: each entry as if it were alon
       if (causal) fa::testing::check_empty_rows(one, got);
     }
   }
+}
+
+TEST_CASE("a paged cache: bit for bit the contiguous cache's result, pages in a scattered order") {
+  skip_without_gpu();
+  std::uint64_t seed = 11500;
+  struct Shape {
+    std::int64_t nq, nk, batch;
+  };
+  // A cache shorter than one page, one that ends inside a page, one of whole pages; 1 to 16 queries.
+  for (const fa::DType t : kDtypes)
+    for (const std::int64_t d : {64, 128, 256})
+      for (const int page_size : {64, 256})
+        for (const Shape s : {Shape{1, 50, 3}, Shape{4, 4097, 2}, Shape{16, 1024, 1}})
+          for (const bool causal : {false, true}) {
+            const fa::Problem p = decode_problem(s.nq, s.nk, d, causal, 8, 2, t, s.batch);
+            INFO(p.describe() << " " << fa::to_string(t) << ", pages of " << page_size);
+            const fa::AttentionData in = fa::make_inputs(p, ++seed);
+            const fa::DeviceForward paged = [page_size](const fa::Problem& q, const fa::AttentionInputs& i,
+                                                        const fa::AttentionOutputs& o, fa::DeviceContext& ctx) {
+              fa::step10::decode_forward_paged(q, i, o, ctx, fa::step10::DecodeOptions{.splits = 3, .merge = Merge::block_per_row},
+                                               page_size);
+            };
+            const fa::GpuRun contiguous = fa::run_once(p, in, with_splits(3, Merge::block_per_row));
+            const fa::GpuRun r = fa::run_once(p, in, paged);
+            CHECK(r.out.o.to_float() == contiguous.out.o.to_float());  // the same keys, the same order of sums
+            CHECK(r.out.lse.to_float() == contiguous.out.lse.to_float());
+            fa::testing::check_verified(p, in, r.out, "10 split_kv_paged");
+            const std::int64_t pages = p.batch * ((p.seq_k + page_size - 1) / page_size);
+            const std::int64_t pools = 2 * pages * p.kv_heads() * page_size * p.dim * 2;  // K and V, 16-bit
+            CHECK(r.extra_bytes == contiguous.extra_bytes + pools + pages * 4);           // and the block table
+          }
 }
