@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
       "bh reading K/V head bh / (Hq/Hkv) (stage 07 on K/V repeated to Hq elsewhere);\n"
       "prefill_repeated: the same kernel on the multi-head problem: K/V repeated to Hq first (split_ms: the\n"
       "repeat and the kernel apart), what grouped prefill is measured against.\n"
-      "memory beyond Q, K, V, O, LSE: the partial results, splits·B·Hq·Nq·(D + 1) floats (measured).\n"
+      "memory beyond Q, K, V, O, LSE: the partial results, splits·B·Hq·Nq·(D + 1) floats (measured); the\n"
+      "fused merge's counters (one int per row tile); the paged copy's pools and block table.\n"
       "compared with: stage 07 on K/V repeated to Hq heads (the repeat is timed with it).\n"
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond (docs/tolerance.md);\n"
       "stage 07 on the same inputs on every row.";
