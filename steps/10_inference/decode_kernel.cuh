@@ -119,6 +119,22 @@ __device__ __forceinline__ void position_range(int r0, int n, int seq_q, int& lo
   }
 }
 
+// One output element of a merge: Σ_s weight[s] · part[s · stride] over the splits (split s's O_s
+// element, each weighted by split_merge.hpp's part_weight), four loads in flight at a time instead
+// of a chain of dependent ones. Read through L2 (__ldcg): the parts were written by other blocks.
+__device__ __forceinline__ float sum_over_splits(const float* part, std::int64_t stride, const float* weight,
+                                                 int splits) {
+  float acc = 0.0f;
+  int s = 0;
+  for (; s + 4 <= splits; s += 4) {  // independent loads, then the sums
+    const float x0 = __ldcg(part + (s + 0) * stride), x1 = __ldcg(part + (s + 1) * stride);
+    const float x2 = __ldcg(part + (s + 2) * stride), x3 = __ldcg(part + (s + 3) * stride);
+    acc += weight[s] * x0 + weight[s + 1] * x1 + weight[s + 2] * x2 + weight[s + 3] * x3;
+  }
+  for (; s < splits; ++s) acc += weight[s] * __ldcg(part + s * stride);
+  return acc;
+}
+
 // Merge::last_block, called by every block of the split kernel after it wrote its partial rows. The
 // block counts itself on its row tile's counter; the one that counts last (all the others' partials
 // written and fenced) merges the tile's rows over every split, as merge_block_per_row_kernel does
@@ -164,21 +180,11 @@ __device__ __forceinline__ void merge_tile_splits(const DecodeArgs<T>& a, float*
   }
   __syncthreads();
 
-  // O: each element of the tile's rows summed over the splits, four loads in flight.
+  // O: each element of the tile's rows summed over the splits (split s at [s · rows · D]).
   for (int e = threadIdx.x; e < rows_here * D; e += C::kThreads) {
     const int row = e / D, d = e % D;
-    const float* weight = scratch + row * a.splits;
-    const float* part = a.o_part + (row_base + row) * D + d;  // split s at [s · rows · D]
-    const std::int64_t stride = a.rows * D;
-    float acc = 0.0f;
-    int s = 0;
-    for (; s + 4 <= a.splits; s += 4) {
-      const float x0 = __ldcg(part + (s + 0) * stride), x1 = __ldcg(part + (s + 1) * stride);
-      const float x2 = __ldcg(part + (s + 2) * stride), x3 = __ldcg(part + (s + 3) * stride);
-      acc += weight[s] * x0 + weight[s + 1] * x1 + weight[s + 2] * x2 + weight[s + 3] * x3;
-    }
-    for (; s < a.splits; ++s) acc += weight[s] * __ldcg(part + s * stride);
-    a.o[(row_base + row) * D + d] = static_cast<T>(acc);
+    a.o[(row_base + row) * D + d] = static_cast<T>(
+        sum_over_splits(a.o_part + (row_base + row) * D + d, a.rows * D, scratch + row * a.splits, a.splits));
   }
 }
 
@@ -390,13 +396,13 @@ __global__ void __launch_bounds__(128) combine_kernel(const float* o_part, const
   if (lane == 0) lse[row] = lse_row;
 }
 
-// The same merge with a block of 128 threads per query row (Merge::block_per_row; 7.5-8 µs
-// faster at every cache length on an H100, docs/results/compare_10_decode_merge_h100.txt). combine_kernel above gives each row one warp whose lanes each walk
-// all the splits one after the other, twice for the LSE and once per column: at batch 1 that is 8
-// blocks and a chain of dependent steps (12 µs at every cache length, chapter 10). Here thread s
-// reads split s's LSE, the block reduces the max and the sum at once, keeps each split's weight in
-// shared memory (split_merge.hpp's part_weight), and thread d sums column d over the splits with
-// four loads in flight.
+// The same merge with a block of 128 threads per query row (Merge::block_per_row; 7.5-8 µs faster
+// at every cache length on an H100, docs/results/compare_10_decode_merge_h100.txt). combine_kernel
+// above gives each row one warp whose lanes each walk all the splits one after the other, twice for
+// the LSE and once per column: at batch 1 that is 8 blocks and a chain of dependent steps (12 µs at
+// every cache length, chapter 10). Here thread s reads split s's LSE, the block reduces the max and
+// the sum at once, keeps each split's weight in shared memory (split_merge.hpp's part_weight), and
+// thread d sums column d over the splits with four loads in flight (sum_over_splits).
 template <class T>
 __global__ void __launch_bounds__(128) merge_block_per_row_kernel(const float* o_part, const float* lse_part, T* o,
                                                                   float* lse, long long rows, int splits, int dim) {
@@ -422,19 +428,8 @@ __global__ void __launch_bounds__(128) merge_block_per_row_kernel(const float* o
   if (t == 0) lse[row] = lse_row;
   __syncthreads();
 
-  for (int d = t; d < dim; d += blockDim.x) {
-    float acc = 0.0f;
-    int s = 0;
-    for (; s + 4 <= splits; s += 4) {  // independent loads, then the sums
-      const float x0 = o_part[((s + 0) * rows + row) * dim + d];
-      const float x1 = o_part[((s + 1) * rows + row) * dim + d];
-      const float x2 = o_part[((s + 2) * rows + row) * dim + d];
-      const float x3 = o_part[((s + 3) * rows + row) * dim + d];
-      acc += weight[s] * x0 + weight[s + 1] * x1 + weight[s + 2] * x2 + weight[s + 3] * x3;
-    }
-    for (; s < splits; ++s) acc += weight[s] * o_part[(s * rows + row) * dim + d];
-    o[row * dim + d] = static_cast<T>(acc);
-  }
+  for (int d = t; d < dim; d += blockDim.x)
+    o[row * dim + d] = static_cast<T>(sum_over_splits(o_part + row * dim + d, rows * dim, weight, splits));
 }
 
 }  // namespace fa::step10

@@ -1,7 +1,8 @@
 // Stage 10 — attention as inference runs it: grouped-query heads and split-KV decoding (a few
 // query rows against a long key/value cache), the splits merged by the LSE rule (inference.cu,
-// decode_kernel.cuh, split_merge.hpp; docs/10_inference.md); and prefill with grouped heads on
-// stage 09's kernels (attention_forward_prefill).
+// decode_kernel.cuh, split_merge.hpp; docs/10_inference.md), three ways to merge the splits, a
+// paged cache (decode_forward_paged); and prefill with grouped heads and packed batches on stage
+// 09's kernels (attention_forward_prefill).
 #pragma once
 
 #include <cstdint>
