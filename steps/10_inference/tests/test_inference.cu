@@ -41,6 +41,10 @@ fa::Problem decode_problem(std::int64_t nq, std::int64_t nk, std::int64_t d, boo
 
 using fa::step10::Merge;
 
+struct Heads {  // query heads on K/V heads: Hq, Hkv
+  std::int64_t q, kv;
+};
+
 fa::DeviceForward with_splits(int splits, Merge merge = Merge::warp_per_row) {
   return [splits, merge](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
                          fa::DeviceContext& ctx) {
@@ -101,9 +105,6 @@ TEST_CASE("choose_splits: one split when the blocks fill half the GPU, else the 
 
 TEST_CASE("decoding against float64: Nq = 1 to 16, grouped heads, caches off every tile, fp16 and bf16") {
   skip_without_gpu();
-  struct Heads {
-    std::int64_t q, kv;
-  };
   const Heads heads[] = {{8, 2}, {4, 4}, {6, 1}, {24, 3}};
   std::uint64_t seed = 10000;
   for (const fa::DType t : kDtypes)
@@ -186,9 +187,6 @@ TEST_CASE("grouped-query prefill against float64, and bitwise equal to the same 
   // On compute capability 9.0 this is stage 09's kernel reading K/V head bh / G: the multi-head
   // run on repeated K/V computes with the same values in the same order, so O and LSE must match
   // to the bit. Elsewhere both run stage 07 on repeated heads (equal trivially).
-  struct Heads {
-    std::int64_t q, kv;
-  };
   const Heads heads[] = {{8, 2}, {4, 4}, {6, 1}, {12, 3}};
   std::uint64_t seed = 11000;
   for (const fa::DType t : kDtypes)
