@@ -87,6 +87,9 @@ PY
     grep MemTotal /proc/meminfo >> $out/long_seq.txt
   fi
   echo "verification: ${verify:-float64 on sampled rows}" | tee -a $out/long_seq.txt
+  # Time (two H200s, 6 225 920 tokens, 2026-11-26): the one-GPU run fails after 162 s of drawing
+  # inputs; the two-GPU run takes 406 s (about 90 s on the host, then the harness's untimed first run
+  # and the timed one, 139 s each). Give this mode a call of its own and STEP_TIMEOUT >= 450.
   # --no-one-gpu: the single-GPU kernel would fit where the ring does not (it needs no K/V blocks in
   # flight, no float32 accumulator) and take as long as the ring on one GPU.
   run long_g1 $s/step11_ring_attention --gpus 1 --variant ring --no-one-gpu --seq $long --causal --reps 1 --warmup 0 --no-verify --json $out/step11_long_g1.json
