@@ -24,6 +24,10 @@
 //   The merge of the splits is a second kernel (combine_kernel, merge_block_per_row_kernel below),
 //   or, with tile_counters, none: each block counts itself done on its row tile's counter, and the
 //   block that counts last merges the tile's rows over every split (merge_tile_splits below).
+//   Or, on Hopper, none and no partials in global memory: the splits of a row tile are one
+//   thread-block cluster, each keeps its (O_s, LSE_s) rows in its shared memory, and after one
+//   cluster barrier the blocks read each other's through distributed shared memory
+//   (merge_cluster_splits below).
 //
 //   per warp, per key tile j (Bc keys):       the loop of stage 07 for one 16-row slice
 //     S = Q·K_jᵀ (Q's fragments stay in registers), mask (tail of the cache, causal rows),
@@ -34,6 +38,7 @@
 // j <= i + Nk − Nq (the course's bottom-right mask).
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -68,6 +73,7 @@ struct DecodeArgs {
   int splits, tiles_per_split;  // key chunks, and key tiles (Bc keys) per chunk
   unsigned* tile_counters;      // splits > 1, Merge::last_block: [B·Hkv][row tiles], zero between launches;
                                 // nullptr: a second kernel merges
+  bool cluster_merge;           // splits > 1, Merge::cluster: launched in clusters of (1, splits, 1) blocks
   long long rows;               // B·Hq·Nq
   float scale;       // τ: LSE = m·τ + ln l
   float scale_log2;  // τ·log2(e)
@@ -86,8 +92,13 @@ struct DecodeConfig {
   static constexpr int kWarpBytes = kStages * 2 * kTileBytes;  // a warp's K, V buffers, stage after stage
   // Q, then each warp's buffers. After the loop the buffers hold the warps' merge: Õ, m, l per row.
   static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
+  // Merge::cluster: after the warps' merge, the block's own (O_s, LSE_s) rows and a table of every
+  // split's LSE for them, also in the K/V buffers. A cluster holds at most kMaxClusterSplits blocks.
+  static constexpr int kMaxClusterSplits = 8;
+  static constexpr int kClusterBytes = (kRows * D + kRows + kRows * kMaxClusterSplits) * 4;
   static constexpr int kSmemBytes = QTile::kElements * 2 + kWarps * kWarpBytes;
-  static_assert(kMergeBytes <= kWarps * kWarpBytes, "the warps' merge must fit in their K/V buffers");
+  static_assert(kMergeBytes + kClusterBytes <= kWarps * kWarpBytes,
+                "the warps' merge and the cluster's merge must fit in the warps' K/V buffers");
   static_assert(kWarps * D >= 128, "the last block's merge keeps 16 rows x 128 split weights in the warps' Õ");
   static_assert(kBc * (D / 8) % 32 == 0, "a warp copies whole 16-byte chunks of a K/V tile, the same count per lane");
 };
@@ -186,6 +197,49 @@ __device__ __forceinline__ void merge_tile_splits(const DecodeArgs<T>& a, float*
     a.o[(row_base + row) * D + d] = static_cast<T>(
         sum_over_splits(a.o_part + (row_base + row) * D + d, a.rows * D, scratch + row * a.splits, a.splits));
   }
+}
+
+// Merge::cluster, called by every block of the split kernel once its (O_s, LSE_s) rows are in its
+// shared memory (block_o [16][D], block_lse [16]). The splits of this row tile are the blocks of
+// one cluster, rank s = split s (cluster (1, splits, 1) on a grid whose y is the splits), so the
+// partials never leave the chip:
+//   1. cluster barrier: every split's rows written (barrier.cluster orders shared-memory writes
+//      before it for every block of the cluster after it);
+//   2. each block copies every split's LSE of the tile's rows into its own lse_table [16][splits]
+//      (distributed shared memory: map_shared_rank turns a local shared address into rank s's);
+//   3. the tile's rows·D elements are shared out over all the cluster's threads; each sums its
+//      column over the splits from their shared memory, weighted by split_merge.hpp's rule;
+//   4. a second cluster barrier: no block exits while another may still read its shared memory.
+// Compiled for compute capability 9.0 only; the host never launches a cluster below it.
+template <class T, class C>
+__device__ __forceinline__ void merge_cluster_splits(const DecodeArgs<T>& a, float* block_o, float* block_lse,
+                                                     float* lse_table, std::int64_t row_base, int rows_here) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int D = C::D;
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int splits = a.splits, rank = static_cast<int>(cluster.block_rank());
+  cluster.sync();  // 1.
+  for (int i = threadIdx.x; i < rows_here * splits; i += C::kThreads) {  // 2.
+    const int row = i / splits, s = i % splits;
+    lse_table[i] = cluster.map_shared_rank(block_lse, s)[row];
+  }
+  __syncthreads();
+  for (int e = rank * C::kThreads + threadIdx.x; e < rows_here * D; e += splits * C::kThreads) {  // 3.
+    const int row = e / D, d = e % D;
+    const float* lse_s = lse_table + row * splits;
+    const float lse = merged_lse(lse_s, splits, 1);
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s) acc += part_weight(lse_s[s], lse) * cluster.map_shared_rank(block_o, s)[row * D + d];
+    a.o[(row_base + row) * D + d] = static_cast<T>(acc);
+    if (d == 0) a.lse[row_base + row] = lse;
+  }
+  cluster.sync();  // 4.
+#else
+  (void)a, (void)block_o, (void)block_lse, (void)lse_table, (void)row_base, (void)rows_here;
+  __trap();
+#endif
 }
 
 template <class T, class C>
@@ -327,6 +381,9 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   float* merge_o = reinterpret_cast<float*>(smem + QTile::kElements * sizeof(T));  // [W][16][D]
   float* merge_m = merge_o + W * C::kRows * D;                                      // [W][16]
   float* merge_l = merge_m + W * C::kRows;                                          // [W][16]
+  float* block_o = merge_l + W * C::kRows;     // Merge::cluster: this split's O_s [16][D], LSE_s [16],
+  float* block_lse = block_o + C::kRows * D;   // and every split's LSE_s of the tile's rows
+  float* lse_table = block_lse + C::kRows;     // [16][splits]
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = g + 8 * r;
@@ -365,6 +422,9 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
     if (a.splits == 1) {
       a.o[row_index * D + d] = static_cast<T>(out);
       if (d == 0) a.lse[row_index] = lse;
+    } else if (a.cluster_merge) {
+      block_o[row * D + d] = out;
+      if (d == 0) block_lse[row] = lse;
     } else {
       const std::int64_t part = split * a.rows + row_index;
       a.o_part[part * D + d] = out;
@@ -373,6 +433,7 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   }
   if (a.splits > 1 && a.tile_counters != nullptr)
     merge_tile_splits<T, C>(a, merge_o, row_base, rows_here, a.tile_counters + blockIdx.x * gridDim.z + blockIdx.z);
+  if (a.splits > 1 && a.cluster_merge) merge_cluster_splits<T, C>(a, block_o, block_lse, lse_table, row_base, rows_here);
 }
 
 // The merge of the splits: one warp per query row, (O_s, LSE_s) of every split into O and LSE by

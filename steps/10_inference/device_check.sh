@@ -6,7 +6,8 @@
 #   steps/10_inference/device_check.sh BUILD_DIR OUT_DIR [BASELINE_BUILD_DIR] [COMMIT]
 # PARTS (default: all of them) picks what runs, in this order: tests, prefill (grouped and packed,
 # with the sanitizers), stage09 (before and after; needs BASELINE_BUILD_DIR), splits (the number of
-# splits at batch 1 with each merge), decode (the comparison beside PyTorch, the longest step).
+# splits at batch 1 with each merge, and the sanitizers on the two one-launch merges), decode (the
+# comparison beside PyTorch, the longest step).
 # SKIP_DECODE=1 is PARTS without decode. STEP_TIMEOUT=S stops any one step after S seconds (its log
 # so far still goes into the bundle).
 # BASELINE_BUILD_DIR: a build of the commit before stage 09's kernels took grouped heads (its
@@ -58,6 +59,17 @@ if want splits; then
             --no-verify --json $out/step10_splits_${merge}_${nk}_$splits.json
       done
     done
+  done
+  # The cluster merge: at most 8 splits (a cluster's portable size).
+  for nk in 8k 16k 32k; do
+    for splits in 4 8; do
+      run splits_split_kv_cluster_merge_${nk}_$splits $exe --variant split_kv_cluster_merge --splits $splits --seq-k $nk \
+          --reps 50 --no-verify --json $out/step10_splits_split_kv_cluster_merge_${nk}_$splits.json
+    done
+  done
+  for tool in memcheck racecheck synccheck; do
+    run ${tool}_cluster compute-sanitizer --tool $tool $exe --variant split_kv_cluster_merge --sweep 1,77,4097 --heads 8 \
+        --heads-kv 2 --seq-q 3 --batch 2 --splits 7 --causal --reps 1 --warmup 0
   done
   run memcheck_fused compute-sanitizer --tool memcheck $exe --variant split_kv_fused_merge --sweep 1,77,4097 --heads 8 --heads-kv 2 --batch 2 --splits 7 --reps 2 --warmup 1
   run racecheck_fused compute-sanitizer --tool racecheck $exe --variant split_kv_fused_merge --seq-k 2000 --heads 8 --heads-kv 1 --seq-q 3 --splits 5 --reps 1 --warmup 0

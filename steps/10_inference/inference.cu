@@ -5,7 +5,8 @@
 // What changed from stage 07 (steps/07_tensor_cores/tensor_cores.cu): the grid is no longer (heads,
 // query tiles) but (batch × K/V heads, key chunks, 16-row tiles), and the number of key chunks is
 // chosen here from the shape and the GPU (choose_splits); with more than one chunk a second kernel
-// merges the partial results, or (Merge::last_block) the split kernel's last block of each row tile.
+// merges the partial results, or (Merge::last_block) the split kernel's last block of each row tile,
+// or (Merge::cluster) the blocks of each row tile's cluster, launched with cudaLaunchKernelEx.
 //
 // Build and run (verifies against float64 and stage 07 on the same inputs):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step10_inference
@@ -50,9 +51,23 @@ template <>
 struct StageConfig<256> : DecodeConfig<256, 4, 16, 2> {};
 
 constexpr int kMaxSplits = 128;
+static_assert(StageConfig<128>::kMaxClusterSplits == kMaxClusterSplits,
+              "the kernel's table of split LSEs holds as many splits as a cluster may have");
 static_assert(kMaxSplits <= 128, "merge_block_per_row_kernel keeps one weight per split in 128 floats");
 
 std::int64_t row_tiles(const Problem& p) { return (p.heads / p.kv_heads() * p.seq_q + 15) / 16; }
+
+// Merge::cluster's refusals, one line each: thread-block clusters need compute capability 9.0, and
+// a cluster of more than kMaxClusterSplits blocks is not one every such GPU can schedule.
+void require_clusters(int splits) {
+  static const int major = query_device().compute_major;
+  if (major < 9)
+    throw UsageError("stage 10 decode: the cluster merge needs thread-block clusters (compute capability 9.0; this GPU is " +
+                     std::to_string(major) + ".x)");
+  if (splits > kMaxClusterSplits)
+    throw UsageError("stage 10 decode: the cluster merge takes at most " + std::to_string(kMaxClusterSplits) +
+                     " splits (one cluster of that many blocks per row tile), not " + std::to_string(splits));
+}
 
 // Blocks of kernel the GPU runs at once (SMs × blocks per SM), measured by the occupancy API.
 template <auto kernel, int threads, int smem>
@@ -67,7 +82,7 @@ std::int64_t resident_blocks() {
 }
 
 template <class T, int D>
-DecodePlan plan_for(const Problem& p, int splits) {
+DecodePlan plan_for(const Problem& p, int splits, Merge merge) {
   using C = StageConfig<D>;
   DecodePlan plan;
   plan.key_tile = C::kBc;
@@ -77,6 +92,7 @@ DecodePlan plan_for(const Problem& p, int splits) {
   // A chunk holds at least two tiles per warp: fewer, and the block's start (Q, the first copies)
   // and end (the warps' merge, the partial write) outweigh its keys.
   plan.splits = splits > 0 ? splits : choose_splits(plan.blocks, key_tiles, plan.slots, 2 * C::kWarps, kMaxSplits);
+  if (merge == Merge::cluster && splits <= 0) plan.splits = std::min(plan.splits, kMaxClusterSplits);
   plan.tiles_per_split = static_cast<int>((key_tiles + plan.splits - 1) / plan.splits);
   return plan;
 }
@@ -103,7 +119,9 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   check_launch(p, in, out, C::kSmemBytes);
   if (options.splits < 0 || options.splits > kMaxSplits)
     throw UsageError("stage 10 decode: splits must be in 1.." + std::to_string(kMaxSplits) + " (0: chosen)");
-  const DecodePlan plan = plan_for<T, D>(p, options.splits);
+  if (options.merge == Merge::cluster) require_clusters(options.splits);
+  const DecodePlan plan = plan_for<T, D>(p, options.splits, options.merge);
+  const bool cluster_merges = plan.splits > 1 && options.merge == Merge::cluster;
   const long long rows = p.batch * p.heads * p.seq_q;
   DecodeArgs<T> a{};
   a.q = in.q.as<T>();
@@ -111,7 +129,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   a.v = in.v.as<T>();
   a.o = out.o.as<T>();
   a.lse = out.lse.as<float>();
-  if (plan.splits > 1) {
+  if (plan.splits > 1 && !cluster_merges) {
     a.o_part = ctx.scratch_as<float>("decode partial O", static_cast<std::size_t>(plan.splits) * rows * p.dim);
     a.lse_part = ctx.scratch_as<float>("decode partial LSE", static_cast<std::size_t>(plan.splits) * rows);
   }
@@ -134,6 +152,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   if (last_block_merges)  // zeroed once; each launch's merging blocks leave them at 0 again
     a.tile_counters = ctx.scratch_zeroed_as<unsigned>("decode split counters",
                                                       static_cast<std::size_t>(p.batch * p.kv_heads() * row_tiles(p)));
+  a.cluster_merge = cluster_merges;
   a.rows = rows;
   a.scale = p.softmax_scale();
   a.scale_log2 = a.scale * static_cast<float>(M_LOG2E);
@@ -143,10 +162,26 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   const dim3 grid(static_cast<unsigned>(p.batch * p.kv_heads()), static_cast<unsigned>(plan.splits),
                   static_cast<unsigned>(row_tiles(p)));
   ctx.kernel_begin("split");
-  kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(a);
+  if (cluster_merges) {  // the same grid, its blocks grouped (1, splits, 1): a row tile's splits
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = static_cast<unsigned>(plan.splits);
+    cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(C::kThreads);
+    config.dynamicSmemBytes = C::kSmemBytes;
+    config.stream = ctx.stream;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    FA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+  } else {
+    kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(a);
+  }
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("split");
-  if (plan.splits > 1 && !last_block_merges) {
+  if (plan.splits > 1 && !last_block_merges && !cluster_merges) {
     ctx.kernel_begin("combine");
     if (options.merge == Merge::block_per_row)
       merge_block_per_row_kernel<T><<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(
@@ -218,15 +253,15 @@ int choose_splits(std::int64_t blocks, std::int64_t key_tiles, std::int64_t slot
   return static_cast<int>(std::min<std::int64_t>(most, (streaming + blocks - 1) / blocks));
 }
 
-DecodePlan plan_decode(const Problem& p, int splits) {
+DecodePlan plan_decode(const Problem& p, int splits, Merge merge) {
   p.require(kSupports);
   const bool half = p.dtype == DType::float16;
   switch (p.dim) {
-    case 32: return half ? plan_for<__half, 32>(p, splits) : plan_for<__nv_bfloat16, 32>(p, splits);
-    case 64: return half ? plan_for<__half, 64>(p, splits) : plan_for<__nv_bfloat16, 64>(p, splits);
-    case 96: return half ? plan_for<__half, 96>(p, splits) : plan_for<__nv_bfloat16, 96>(p, splits);
-    case 128: return half ? plan_for<__half, 128>(p, splits) : plan_for<__nv_bfloat16, 128>(p, splits);
-    default: return half ? plan_for<__half, 256>(p, splits) : plan_for<__nv_bfloat16, 256>(p, splits);
+    case 32: return half ? plan_for<__half, 32>(p, splits, merge) : plan_for<__nv_bfloat16, 32>(p, splits, merge);
+    case 64: return half ? plan_for<__half, 64>(p, splits, merge) : plan_for<__nv_bfloat16, 64>(p, splits, merge);
+    case 96: return half ? plan_for<__half, 96>(p, splits, merge) : plan_for<__nv_bfloat16, 96>(p, splits, merge);
+    case 128: return half ? plan_for<__half, 128>(p, splits, merge) : plan_for<__nv_bfloat16, 128>(p, splits, merge);
+    default: return half ? plan_for<__half, 256>(p, splits, merge) : plan_for<__nv_bfloat16, 256>(p, splits, merge);
   }
 }
 

@@ -1,6 +1,6 @@
 // Stage 10 — attention as inference runs it: grouped-query heads and split-KV decoding (a few
 // query rows against a long key/value cache), the splits merged by the LSE rule (inference.cu,
-// decode_kernel.cuh, split_merge.hpp; docs/10_inference.md), three ways to merge the splits, a
+// decode_kernel.cuh, split_merge.hpp; docs/10_inference.md), four ways to merge the splits, a
 // paged cache (decode_forward_paged); and prefill with grouped heads and packed batches on stage
 // 09's kernels (attention_forward_prefill).
 #pragma once
@@ -32,7 +32,11 @@ enum class Merge {
   warp_per_row,   // a second kernel, a warp per query row (combine_kernel): the first version
   block_per_row,  // a second kernel, a block per row (merge_block_per_row_kernel): measured faster
   last_block,     // no second kernel: the last block of each row tile to finish merges its rows
+  cluster,        // no second kernel, no partials in global memory: a row tile's splits are one
+                  // thread-block cluster that merges through distributed shared memory (compute
+                  // capability 9.0; at most kMaxClusterSplits splits)
 };
+inline constexpr int kMaxClusterSplits = 8;  // a cluster's portable size: every Hopper GPU schedules it
 
 // A paged K/V cache, as serving engines keep one: K and V are pools of pages [pages, Hkv, page_size,
 // D] (each page holds page_size consecutive keys of every K/V head of one sequence), and row b of
@@ -56,7 +60,9 @@ struct DecodeOptions {
 // Split-KV decoding (fa::DeviceForward with options): Q [B, Hq, Nq, D], K, V [B, Hkv, Nk, D] of
 // p.dtype, 16-byte aligned; O and LSE written. With more than one split, the partial results
 // (splits · B·Hq·Nq · (D + 1) floats) live in ctx's scratch, counted on its meter, and with
-// Merge::last_block one counter per (batch, K/V head, row tile) beside them (4 bytes each).
+// Merge::last_block one counter per (batch, K/V head, row tile) beside them (4 bytes each);
+// Merge::cluster keeps them in shared memory (no scratch), and refuses (UsageError) more than
+// kMaxClusterSplits splits or a GPU below compute capability 9.0.
 void decode_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
                     const DecodeOptions& options);
 
@@ -106,7 +112,8 @@ struct DecodePlan {
   int splits = 1, tiles_per_split = 0, key_tile = 0;
   std::int64_t blocks = 0, slots = 0;
 };
-DecodePlan plan_decode(const Problem& p, int splits = 0);
+// With Merge::cluster the chosen splits are at most kMaxClusterSplits.
+DecodePlan plan_decode(const Problem& p, int splits = 0, Merge merge = Merge::warp_per_row);
 
 // For the stage's main, before the run: the one line of a refusal when this GPU cannot run the
 // kernel at p.dim (its shared memory), empty otherwise (and without a suitable GPU).

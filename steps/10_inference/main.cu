@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
   spec.default_sweep = prefill ? std::vector<std::int64_t>{4096, 16384} : std::vector<std::int64_t>{1024, 8192, 32768};
   spec.default_seq_q = prefill ? 0 : 1;  // decoding: a sweep (or --seq-k alone) is over the cache; one new query
   spec.supports = prefill ? fa::step10::kPrefillSupports : fa::step10::kSupports;
-  const std::vector<std::string> decode_variants{"split_kv", "split_kv_block_merge", "split_kv_fused_merge", "one_split",
-                                                 "split_kv_paged"};
+  const std::vector<std::string> decode_variants{"split_kv", "split_kv_block_merge", "split_kv_fused_merge",
+                                                 "split_kv_cluster_merge", "one_split", "split_kv_paged"};
   const std::vector<std::string> prefill_variants{"prefill", "prefill_repeated"};
   spec.variants = decode_variants;
   spec.variants.insert(spec.variants.end(), prefill_variants.begin(), prefill_variants.end());
@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
       "split_kv: key chunks chosen from the shape and the SM count (--splits N to force N);\n"
       "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (7.5-8 µs faster, H100);\n"
       "split_kv_fused_merge: no merge kernel: the last block of each row tile to finish merges its rows;\n"
+      "split_kv_cluster_merge: no merge kernel, no partials in global memory: a row tile's splits (at most 8) are one\n"
+      "thread-block cluster that merges through distributed shared memory (compute capability 9.0);\n"
       "one_split: one chunk, no merge kernel.\n"
       "split_kv_paged: split_kv_block_merge on a paged copy of the cache (pages of --page-size keys in a\n"
       "scattered order, read through a block table; the copy timed apart in split_ms).\n"
@@ -57,7 +59,7 @@ int main(int argc, char** argv) {
       "prefill_repeated: the same kernel on the multi-head problem: K/V repeated to Hq first (split_ms: the\n"
       "repeat and the kernel apart), what grouped prefill is measured against.\n"
       "memory beyond Q, K, V, O, LSE: the partial results, splits·B·Hq·Nq·(D + 1) floats (measured); the\n"
-      "fused merge's counters (one int per row tile); the paged copy's pools and block table.\n"
+      "fused merge's counters (one int per row tile); the paged copy's pools and block table. The cluster merge: none.\n"
       "compared with: stage 07 on K/V repeated to Hq heads (the repeat is timed with it).\n"
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond (docs/tolerance.md);\n"
       "stage 07 on the same inputs on every row.";
@@ -93,7 +95,7 @@ int main(int argc, char** argv) {
     def.variants.push_back(
         fa::gpu_variant("10", "prefill_repeated", /*ours=*/true, fa::step10::attention_forward_prefill_repeated));
   } else {
-    // The splits (chosen, or --splits), merged three ways: the rungs of the merge.
+    // The splits (chosen, or --splits), merged four ways: the rungs of the merge.
     auto split_kv = [splits](fa::step10::Merge merge) -> fa::DeviceForward {
       return [splits, merge](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
                              fa::DeviceContext& ctx) {
@@ -105,6 +107,8 @@ int main(int argc, char** argv) {
         fa::gpu_variant("10", "split_kv_block_merge", /*ours=*/true, split_kv(fa::step10::Merge::block_per_row)));
     def.variants.push_back(
         fa::gpu_variant("10", "split_kv_fused_merge", /*ours=*/true, split_kv(fa::step10::Merge::last_block)));
+    def.variants.push_back(
+        fa::gpu_variant("10", "split_kv_cluster_merge", /*ours=*/true, split_kv(fa::step10::Merge::cluster)));
     def.variants.push_back(fa::gpu_variant("10", "one_split", /*ours=*/true, fa::step10::attention_forward_one_split));
     def.variants.push_back(fa::gpu_variant(
         "10", "split_kv_paged", /*ours=*/true,

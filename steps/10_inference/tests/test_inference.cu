@@ -5,8 +5,8 @@
 // logits; batches of caches of different lengths; the partials' memory measured; against stage 07
 // on the same problem (K/V heads repeated). The split heuristic on a table of shapes. Grouped-query
 // prefill (stage 09's kernels reading K/V head bh / G) against float64 and against the same kernel
-// on repeated K/V. The three merges of the splits, the last-block merge also across launches. A
-// paged cache against the contiguous one.
+// on repeated K/V. The four merges of the splits, the last-block merge also across launches, the
+// cluster merge's refusals. A paged cache against the contiguous one.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime.h>
@@ -56,20 +56,22 @@ const char* merged_by(Merge merge) {
   switch (merge) {
     case Merge::warp_per_row: return "merged by a warp per row";
     case Merge::block_per_row: return "merged by a block per row";
+    case Merge::cluster: return "merged by each row tile's cluster";
     default: return "merged by each row tile's last block";
   }
 }
 
 // One case at the given splits (0: chosen): against float64 on every row, rows without keys
 // exactly 0 and −inf, and the memory beyond the tensors exactly the partial results (and the last
-// block's counters, one per row tile).
+// block's counters, one per row tile; nothing for the cluster merge, whose partials stay on chip).
 void check_case(const fa::Problem& p, std::uint64_t seed, int splits, fa::InputKind kind = fa::InputKind::normal,
                 Merge merge = Merge::warp_per_row) {
-  const fa::step10::DecodePlan plan = fa::step10::plan_decode(p, splits);
+  const fa::step10::DecodePlan plan = fa::step10::plan_decode(p, splits, merge);
   INFO(p.describe() << " " << fa::to_string(p.dtype) << ", " << plan.splits << " splits, " << merged_by(merge));
   const fa::AttentionData in = fa::make_inputs(p, seed, kind);
   const fa::GpuRun r = fa::run_once(p, in, with_splits(splits, merge));
-  const std::int64_t partials = plan.splits > 1 ? plan.splits * p.batch * p.heads * p.seq_q * (p.dim + 1) * 4 : 0;
+  const std::int64_t partials =
+      plan.splits > 1 && merge != Merge::cluster ? plan.splits * p.batch * p.heads * p.seq_q * (p.dim + 1) * 4 : 0;
   const std::int64_t counters = plan.splits > 1 && merge == Merge::last_block ? plan.blocks * 4 : 0;
   CHECK(r.extra_bytes == partials + counters);
   fa::testing::check_verified(p, in, r.out, "10 split_kv");
@@ -140,14 +142,21 @@ TEST_CASE("more splits than key tiles, rows past 16 per K/V head, Nq > Nk, and t
   check_case(decode_problem(1, 3000, 64, false, 8, 8, fa::DType::float16), ++seed, 7, fa::InputKind::large_logits);
 }
 
-TEST_CASE("the other merges (a block per row; each row tile's last block): 2 to 128 splits, empty splits, rows without keys") {
+// Thread-block clusters (Merge::cluster) need compute capability 9.0.
+bool clusters_here() { return fa::query_device().compute_major >= 9; }
+
+TEST_CASE("the other merges (a block per row; the last block; the cluster): 2 to 128 splits, empty splits, rows without keys") {
   skip_without_gpu();
-  for (const Merge merge : {Merge::block_per_row, Merge::last_block}) {
+  for (const Merge merge : {Merge::block_per_row, Merge::last_block, Merge::cluster}) {
+    if (merge == Merge::cluster && !clusters_here()) continue;
+    // A cluster holds at most kMaxClusterSplits blocks: 8 splits, and 0 (chosen) is capped there.
+    const std::vector<int> split_counts =
+        merge == Merge::cluster ? std::vector<int>{0, 2, 5, fa::step10::kMaxClusterSplits} : std::vector<int>{0, 2, 5, 9, 128};
     std::uint64_t seed = 10700;
     for (const fa::DType t : kDtypes)
       for (const std::int64_t d : {32, 64, 128, 256})
         for (const bool causal : {false, true})
-          for (const int splits : {0, 2, 5, 9, 128}) {
+          for (const int splits : split_counts) {
             check_case(decode_problem(1, 4097, d, causal, 8, 2, t), ++seed, splits, fa::InputKind::normal, merge);
             check_case(decode_problem(3, 300, d, causal, 8, 1, t), ++seed, splits, fa::InputKind::normal, merge);
           }
@@ -155,6 +164,23 @@ TEST_CASE("the other merges (a block per row; each row tile's last block): 2 to 
     // 40 rows per K/V head: three row tiles, each with its own counter; batch 2.
     check_case(decode_problem(5, 2000, 128, true, 8, 1, fa::DType::bfloat16), ++seed, 6, fa::InputKind::normal, merge);
     check_case(decode_problem(4, 3000, 128, true, 8, 2, fa::DType::bfloat16), ++seed, 7, fa::InputKind::large_logits, merge);
+  }
+}
+
+TEST_CASE("the cluster merge: the chosen splits capped at a cluster's size; more, or a GPU without clusters, refused in one line") {
+  skip_without_gpu();
+  const fa::Problem p = decode_problem(1, 8192, 128, false, 32, 8, fa::DType::bfloat16, 1);
+  CHECK(fa::step10::plan_decode(p, 0, Merge::cluster).splits <= fa::step10::kMaxClusterSplits);
+  CHECK(fa::step10::plan_decode(p, 0, Merge::cluster).splits > 1);
+  const fa::AttentionData in = fa::make_inputs(p, 10950, fa::InputKind::normal);
+  if (clusters_here()) {
+    CHECK_THROWS_WITH_AS(fa::run_once(p, in, with_splits(fa::step10::kMaxClusterSplits + 1, Merge::cluster)),
+                         doctest::Contains("at most 8 splits"), fa::UsageError);
+    // Splits chosen (8 here) against float64, with no memory beyond the tensors.
+    check_case(p, 10951, 0, fa::InputKind::normal, Merge::cluster);
+  } else {
+    CHECK_THROWS_WITH_AS(fa::run_once(p, in, with_splits(2, Merge::cluster)), doctest::Contains("compute capability 9.0"),
+                         fa::UsageError);
   }
 }
 
