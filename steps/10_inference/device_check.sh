@@ -6,8 +6,9 @@
 #   steps/10_inference/device_check.sh BUILD_DIR OUT_DIR [BASELINE_BUILD_DIR] [COMMIT]
 # PARTS (default: all of them) picks what runs, in this order: tests, prefill (grouped and packed,
 # with the sanitizers), stage09 (before and after; needs BASELINE_BUILD_DIR), splits (the number of
-# splits at batch 1 with each merge, and the sanitizers on the two one-launch merges), decode (the
-# comparison beside PyTorch, the longest step).
+# splits at batch 1 with each merge, and the sanitizers on the two one-launch merges), profile
+# (Nsight Compute on the split kernel at 8k keys), decode (the comparison beside PyTorch, the
+# longest step).
 # SKIP_DECODE=1 is PARTS without decode. STEP_TIMEOUT=S stops any one step after S seconds (its log
 # so far still goes into the bundle).
 # BASELINE_BUILD_DIR: a build of the commit before stage 09's kernels took grouped heads (its
@@ -17,7 +18,7 @@ b=$1 bundle=$2/step10_device_check.tgz base=${3:-} commit=${4:-unknown}
 out=$b/device_check_10
 rm -rf $out && mkdir -p $out
 exe=$b/steps/10_inference/step10_inference
-parts=${PARTS:-tests prefill stage09 splits decode}
+parts=${PARTS:-tests prefill stage09 splits profile decode}
 [ -n "${SKIP_DECODE:-}" ] && parts=${parts//decode/}
 want() { [[ " $parts " == *" $1 "* ]]; }
 run() { local name=$1 t0=$SECONDS; shift; timeout -k 10 "${STEP_TIMEOUT:-0}" stdbuf -oL -eL "$@" > $out/$name.log 2>&1; local rc=$?; (cd $out && tar czf $bundle .); echo "[rc=$rc, $((SECONDS - t0)) s] $name: $(grep -E '^\[doctest\] (test cases|assertions)|ERROR SUMMARY|RACECHECK SUMMARY|^(PASS|FAIL)' $out/$name.log | tr -s ' ' | tr '\n' ' ')"; grep -B2 -A8 "ERROR:\|FAILED\|error:" $out/$name.log | head -30; }
@@ -74,6 +75,18 @@ if want splits; then
   run memcheck_fused compute-sanitizer --tool memcheck $exe --variant split_kv_fused_merge --sweep 1,77,4097 --heads 8 --heads-kv 2 --batch 2 --splits 7 --reps 2 --warmup 1
   run racecheck_fused compute-sanitizer --tool racecheck $exe --variant split_kv_fused_merge --seq-k 2000 --heads 8 --heads-kv 1 --seq-q 3 --splits 5 --reps 1 --warmup 0
   run synccheck_fused compute-sanitizer --tool synccheck $exe --variant split_kv_fused_merge --seq-k 2000 --heads 8 --heads-kv 1 --seq-q 3 --splits 5 --reps 1 --warmup 0
+fi
+# Where the split kernel's time goes at batch 1 and 8k keys (the goal it misses): Nsight Compute on
+# one launch of the block merge's split kernel at the rule's splits and at 16, the GPU's own clocks
+# (--clock-control none, as the timed runs), the memory and the warps' stalls.
+if want profile; then
+  for splits in 9 16; do
+    run ncu_decode_$splits ncu --clock-control none -k regex:flash_decode_kernel --launch-count 1 --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+        $exe --variant split_kv_block_merge --splits $splits --seq-k 8k --reps 1 --warmup 0 --no-verify
+    grep -E "^\s+(Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Stall Long Scoreboard|Registers Per Thread)\s" \
+        $out/ncu_decode_$splits.log | awk '{$1=$1};1' | tr '\n' ';'; echo
+  done
 fi
 # Decoding beside PyTorch, every merge (the JSON the chapter's figures come from): batch 1 up to 128k
 # keys, then batch 16 up to 32k (at 128k its stage 07 comparison on repeated heads alone needs 34 GB
