@@ -21,7 +21,7 @@ exe=$b/steps/10_inference/step10_inference
 parts=${PARTS:-tests prefill stage09 splits profile decode}
 [ -n "${SKIP_DECODE:-}" ] && parts=${parts//decode/}
 want() { [[ " $parts " == *" $1 "* ]]; }
-run() { local name=$1 t0=$SECONDS; shift; timeout -k 10 "${STEP_TIMEOUT:-0}" stdbuf -oL -eL "$@" > $out/$name.log 2>&1; local rc=$?; (cd $out && tar czf $bundle .); echo "[rc=$rc, $((SECONDS - t0)) s] $name: $(grep -E '^\[doctest\] (test cases|assertions)|ERROR SUMMARY|RACECHECK SUMMARY|^(PASS|FAIL)' $out/$name.log | tr -s ' ' | tr '\n' ' ')"; grep -B2 -A8 "ERROR:\|FAILED\|error:" $out/$name.log | head -30; }
+source "$(dirname "$0")/../../tools/device_step.sh"  # run NAME COMMAND...: one step, its log, the bundle
 
 want tests && run test_step10 $b/steps/10_inference/test_step10
 if want prefill; then
@@ -50,7 +50,7 @@ if want stage09 && [ -n "$base" ]; then
 fi
 # The number of splits at batch 1 for each merge: the sweep that chose "half the GPU's slots" ran
 # with the warp-per-row merge, whose cost grows with the splits (docs/results/step10_splits_h100.txt).
-# Timing only (--no-verify: test_step10 and the sanitizer runs below check both merges). Also the
+# Timing only (--no-verify: test_step10 and the sanitizer runs below check every merge). Also the
 # last block's merge under the sanitizers (its counters and fences).
 if want splits; then
   for merge in split_kv_block_merge split_kv_fused_merge; do

@@ -18,7 +18,7 @@ s=$b/steps/11_ring_attention
 out=$b/device_check_$mode  # logs and results; after every step all of it goes into one bundle in OUT_DIR
 rm -rf $out && mkdir -p $out
 export NCCL_NVLS_ENABLE=0  # the machines' rule (KINDS.md): NVLink multicast stays off
-run() { local name=$1 t0=$SECONDS; shift; timeout -k 10 "${STEP_TIMEOUT:-0}" stdbuf -oL -eL "$@" > $out/$name.log 2>&1; local rc=$?; (cd $out && tar czf $bundle .); echo "[rc=$rc, $((SECONDS - t0)) s] $name: $(grep -E '^\[doctest\] (test cases|assertions)|ERROR SUMMARY|RACECHECK SUMMARY|^(PASS|FAIL)' $out/$name.log | tr -s ' ' | tr '\n' ' ')"; grep -B2 -A8 "ERROR:\|FAILED\|error:" $out/$name.log | head -30; }
+source "$(dirname "$0")/../../tools/device_step.sh"  # run NAME COMMAND...: one step, its log, the bundle
 if [ "$mode" = one ]; then
   run test_step11 $s/test_step11
   (cd $b && ctest -R "step11" --output-on-failure > $out/ctest_step11.log 2>&1; echo "ctest step11: $(grep 'tests passed' $out/ctest_step11.log)"; grep -E "Failed|\*\*\*" $out/ctest_step11.log | head)
