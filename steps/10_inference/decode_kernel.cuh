@@ -13,21 +13,23 @@
 //      cores idle, but the kernel waits on memory anyway (docs/10_inference.md, the roofline).
 //   2. The keys are split across blocks: grid (B·Hkv, splits, row tiles). Block s reads key tiles
 //      [s·T, (s+1)·T) and writes a partial result, the course's (O_s, LSE_s) pair for its keys
-//      (split_merge.hpp). A second kernel (combine_kernel below) merges the parts. One split writes
-//      O and LSE directly, and there is no second kernel.
+//      (split_merge.hpp), merged afterwards (below). One split writes O and LSE directly, and
+//      there is nothing to merge.
 //   3. Within a block the warps split the keys again: each warp owns the same 16 rows and takes every
 //      kWarps-th key tile of the block's chunk, with its own K/V buffers and cp.async pipeline
 //      (no __syncthreads in the loop, only __syncwarp). At the end the warps' (m, l, Õ) are merged in
 //      shared memory by the same rule as the splits, in base 2.
+//
+//   The merge of the splits, the four rungs of inference.cuh's Merge:
+//     warp_per_row, block_per_row: a second kernel reads the partials from global memory
+//       (combine_kernel, merge_block_per_row_kernel below);
+//     last_block: no second kernel: each block counts itself done on its row tile's counter, and
+//       the block that counts last merges the tile's rows over every split (merge_tile_splits);
+//     cluster (Hopper): no second kernel and no partials in global memory: the splits of a row
+//       tile are one thread-block cluster, each keeps its (O_s, LSE_s) rows in shared memory, and
+//       after a cluster barrier they read each other's (merge_cluster_splits).
 //   A paged cache (block_table): K and V rows come from pool pages named by a block table, as serving
 //   engines keep their caches; only the address of a key tile's first row changes (kv_row below).
-//   The merge of the splits is a second kernel (combine_kernel, merge_block_per_row_kernel below),
-//   or, with tile_counters, none: each block counts itself done on its row tile's counter, and the
-//   block that counts last merges the tile's rows over every split (merge_tile_splits below).
-//   Or, on Hopper, none and no partials in global memory: the splits of a row tile are one
-//   thread-block cluster, each keeps its (O_s, LSE_s) rows in its shared memory, and after one
-//   cluster barrier the blocks read each other's through distributed shared memory
-//   (merge_cluster_splits below).
 //
 //   per warp, per key tile j (Bc keys):       the loop of stage 07 for one 16-row slice
 //     S = Q·K_jᵀ (Q's fragments stay in registers), mask (tail of the cache, causal rows),
@@ -62,7 +64,7 @@ struct DecodeArgs {
   const T* v;
   T* o;              // splits == 1: the outputs ...
   float* lse;
-  float* o_part;     // ... splits > 1: [splits][rows][D] and [splits][rows], merged by combine_kernel
+  float* o_part;     // ... splits > 1 (but not cluster_merge): [splits][rows][D] and [splits][rows]
   float* lse_part;
   const int* cache_lens;  // [B]: the keys in each batch entry's cache (<= seq_k); nullptr: seq_k for all
   const int* block_table;  // a paged cache: [B][pages_per_seq] pool pages, K and V the pools

@@ -1,6 +1,6 @@
 // Stage 10 — the host side: the problem's checks, how many splits, the launches (the split kernel,
-// then the merge, unless the split kernel's last blocks merge), and stage 07 on the same problem with
-// its K/V heads repeated.
+// then the merge kernel unless the split kernel merges itself: Merge::last_block, Merge::cluster),
+// the paged copy of a cache, and stage 07 on the same problem with its K/V heads repeated.
 //
 // What changed from stage 07 (steps/07_tensor_cores/tensor_cores.cu): the grid is no longer (heads,
 // query tiles) but (batch × K/V heads, key chunks, 16-row tiles), and the number of key chunks is

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
       "kernel: one block per (batch, K/V head, 16 query rows, key chunk): the G = Hq/Hkv query heads of a\n"
       "group are rows of one tile (K/V read once per group); 4 warps split the chunk's key tiles (32 keys at\n"
       "D = 128, 64 at D = 64), each with two cp.async stages, merged in shared memory; mma.sync for both\n"
-      "products. A second kernel merges the chunks by the LSE rule (split_merge.hpp), or the split kernel's last blocks.\n"
+      "products. The chunks are merged by the LSE rule (split_merge.hpp): by a second kernel, or in the split kernel.\n"
       "split_kv: key chunks chosen from the shape and the SM count (--splits N to force N);\n"
       "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (7.5-8 µs faster, H100);\n"
       "split_kv_fused_merge: no merge kernel: the last block of each row tile to finish merges its rows;\n"
@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
   bool prefill_flag = false;
   cli.app().add_flag("--prefill", prefill_flag, "prompt prefill (Nq = Nk) with grouped heads instead of decoding")->group("stage 10");
   cli.app()
-      .add_option("--splits", splits, "key chunks of split_kv, 1..128 (default: chosen for this GPU)")
+      .add_option("--splits", splits,
+                  "key chunks of the split_kv variants, 1..128 (the cluster merge: at most 8; default: chosen for this GPU)")
       ->check(CLI::Range(1, 128))
       ->group("stage 10");
   cli.app()

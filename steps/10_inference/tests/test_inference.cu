@@ -176,7 +176,7 @@ TEST_CASE("the cluster merge: the chosen splits capped at a cluster's size; more
   if (clusters_here()) {
     CHECK_THROWS_WITH_AS(fa::run_once(p, in, with_splits(fa::step10::kMaxClusterSplits + 1, Merge::cluster)),
                          doctest::Contains("at most 8 splits"), fa::UsageError);
-    // Splits chosen (8 here) against float64, with no memory beyond the tensors.
+    // Splits chosen (capped at 8) against float64, with no memory beyond the tensors.
     check_case(p, 10951, 0, fa::InputKind::normal, Merge::cluster);
   } else {
     CHECK_THROWS_WITH_AS(fa::run_once(p, in, with_splits(2, Merge::cluster)), doctest::Contains("compute capability 9.0"),
