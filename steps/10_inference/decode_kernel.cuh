@@ -96,7 +96,7 @@ struct DecodeConfig {
   static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
   // Merge::cluster: after the warps' merge, the block's own (O_s, LSE_s) rows and a table of every
   // split's LSE for them, also in the K/V buffers. A cluster holds at most kMaxClusterSplits blocks.
-  static constexpr int kMaxClusterSplits = 8;
+  static constexpr int kMaxClusterSplits = 16;
   static constexpr int kClusterBytes = (kRows * D + kRows + kRows * kMaxClusterSplits) * 4;
   static constexpr int kSmemBytes = QTile::kElements * 2 + kWarps * kWarpBytes;
   static_assert(kMergeBytes + kClusterBytes <= kWarps * kWarpBytes,

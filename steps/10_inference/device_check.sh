@@ -61,14 +61,17 @@ if want splits; then
       done
     done
   done
-  # The cluster merge: at most 8 splits (a cluster's portable size).
+  # The cluster merge: 8 splits is a cluster's portable size (what it chooses at most); 9-16 are
+  # "non-portable" clusters, which the H100 holds fewer of at once (the run's last lines say how many).
   for nk in 8k 16k 32k; do
-    for splits in 4 8; do
+    for splits in 4 8 9 12 16; do
       run splits_split_kv_cluster_merge_${nk}_$splits $exe --variant split_kv_cluster_merge --splits $splits --seq-k $nk \
           --reps 50 --no-verify --json $out/step10_splits_split_kv_cluster_merge_${nk}_$splits.json
     done
   done
-  for tool in memcheck racecheck synccheck; do
+  for tool in memcheck racecheck synccheck; do  # 7 splits, and a 16-block cluster
+    run ${tool}_cluster16 compute-sanitizer --tool $tool $exe --variant split_kv_cluster_merge --sweep 1,4097 --heads 8 \
+        --heads-kv 2 --seq-q 3 --batch 2 --splits 16 --causal --reps 1 --warmup 0
     run ${tool}_cluster compute-sanitizer --tool $tool $exe --variant split_kv_cluster_merge --sweep 1,77,4097 --heads 8 \
         --heads-kv 2 --seq-q 3 --batch 2 --splits 7 --causal --reps 1 --warmup 0
   done

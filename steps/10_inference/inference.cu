@@ -14,8 +14,11 @@
 #include "10_inference/inference.cuh"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <utility>
 
@@ -57,8 +60,61 @@ static_assert(kMaxSplits <= 128, "merge_block_per_row_kernel keeps one weight pe
 
 std::int64_t row_tiles(const Problem& p) { return (p.heads / p.kv_heads() * p.seq_q + 15) / 16; }
 
+// A launch's cluster attribute: a row tile's splits, (1, splits, 1) blocks.
+cudaLaunchAttribute cluster_of(int splits) {
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 1;
+  cluster.val.clusterDim.y = static_cast<unsigned>(splits);
+  cluster.val.clusterDim.z = 1;
+  return cluster;
+}
+
+// Clusters of `splits` blocks of kernel that the current GPU holds at once (0 below compute
+// capability 9.0), asked of the driver once per GPU: beyond 8 blocks it depends on how the GPU's SMs
+// are grouped (into GPCs; a cluster's blocks share one), and the kernel must opt in to such
+// "non-portable" sizes. Once, because a launch asks on the host before every launch, and the
+// device's full properties (query_device) take about a millisecond to read.
+template <auto kernel, int threads, int smem>
+int clusters_at_once(int splits) {
+  using Table = std::array<int, kMaxClusterSplits + 1>;
+  static std::mutex mutex;
+  static std::map<int, Table> per_gpu;
+  int device = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard lock(mutex);
+  auto [it, fresh] = per_gpu.try_emplace(device);
+  if (fresh) {
+    int major = 0;
+    FA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major < 9) return 0;  // no clusters: the table stays zeros
+    opt_in_shared_memory_once<kernel, smem>();
+    FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (int s = 1; s <= kMaxClusterSplits; ++s) {
+      cudaLaunchAttribute cluster = cluster_of(s);
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(1, static_cast<unsigned>(s), 1);
+      config.blockDim = dim3(threads);
+      config.dynamicSmemBytes = smem;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+      FA_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&it->second[s], kernel, &config));
+    }
+  }
+  return it->second[std::clamp(splits, 1, kMaxClusterSplits)];
+}
+
+template <class T, int D>
+int cluster_capacity_at(int splits) {
+  using C = StageConfig<D>;
+  if (splits < 1 || splits > kMaxClusterSplits) return 0;
+  return clusters_at_once<flash_decode_kernel<T, C>, C::kThreads, C::kSmemBytes>(splits);
+}
+
 // Merge::cluster's refusals, one line each: thread-block clusters need compute capability 9.0, and
-// a cluster of more than kMaxClusterSplits blocks is not one every such GPU can schedule.
+// a cluster must be one that this GPU can hold (at most kMaxClusterSplits blocks; beyond 8, as the
+// driver says).
+template <class T, int D>
 void require_clusters(int splits) {
   static const int major = query_device().compute_major;
   if (major < 9)
@@ -67,6 +123,9 @@ void require_clusters(int splits) {
   if (splits > kMaxClusterSplits)
     throw UsageError("stage 10 decode: the cluster merge takes at most " + std::to_string(kMaxClusterSplits) +
                      " splits (one cluster of that many blocks per row tile), not " + std::to_string(splits));
+  if (splits > 1 && cluster_capacity_at<T, D>(splits) == 0)
+    throw UsageError("stage 10 decode: this GPU cannot hold a cluster of " + std::to_string(splits) +
+                     " blocks of the decode kernel (its SMs' grouping); the cluster merge needs fewer splits");
 }
 
 // Blocks of kernel the GPU runs at once (SMs × blocks per SM), measured by the occupancy API.
@@ -92,7 +151,10 @@ DecodePlan plan_for(const Problem& p, int splits, Merge merge) {
   // A chunk holds at least two tiles per warp: fewer, and the block's start (Q, the first copies)
   // and end (the warps' merge, the partial write) outweigh its keys.
   plan.splits = splits > 0 ? splits : choose_splits(plan.blocks, key_tiles, plan.slots, 2 * C::kWarps, kMaxSplits);
-  if (merge == Merge::cluster && splits <= 0) plan.splits = std::min(plan.splits, kMaxClusterSplits);
+  // Merge::cluster: at most a portable cluster. Larger ones, where this GPU holds them, were slower
+  // on an H100 at batch 1 (docs/10_inference.md: it holds 15 clusters of 8 of these blocks but 9 of
+  // 9 and 7 of 10-16, so more splits meant fewer SMs or a second wave).
+  if (merge == Merge::cluster && splits <= 0) plan.splits = std::min(plan.splits, kPortableClusterSplits);
   plan.tiles_per_split = static_cast<int>((key_tiles + plan.splits - 1) / plan.splits);
   return plan;
 }
@@ -119,7 +181,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   check_launch(p, in, out, C::kSmemBytes);
   if (options.splits < 0 || options.splits > kMaxSplits)
     throw UsageError("stage 10 decode: splits must be in 1.." + std::to_string(kMaxSplits) + " (0: chosen)");
-  if (options.merge == Merge::cluster) require_clusters(options.splits);
+  if (options.merge == Merge::cluster) require_clusters<T, D>(options.splits);
   const DecodePlan plan = plan_for<T, D>(p, options.splits, options.merge);
   const bool cluster_merges = plan.splits > 1 && options.merge == Merge::cluster;
   const long long rows = p.batch * p.heads * p.seq_q;
@@ -163,11 +225,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
                   static_cast<unsigned>(row_tiles(p)));
   ctx.kernel_begin("split");
   if (cluster_merges) {  // the same grid, its blocks grouped (1, splits, 1): a row tile's splits
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 1;
-    cluster.val.clusterDim.y = static_cast<unsigned>(plan.splits);
-    cluster.val.clusterDim.z = 1;
+    cudaLaunchAttribute cluster = cluster_of(plan.splits);
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = dim3(C::kThreads);
@@ -253,16 +311,28 @@ int choose_splits(std::int64_t blocks, std::int64_t key_tiles, std::int64_t slot
   return static_cast<int>(std::min<std::int64_t>(most, (streaming + blocks - 1) / blocks));
 }
 
-DecodePlan plan_decode(const Problem& p, int splits, Merge merge) {
+// f.template operator()<T, D>() for p's dtype and head dim: the host functions that ask about the
+// one decode kernel that p runs.
+template <class F>
+auto for_kernel_of(const Problem& p, F&& f) {
   p.require(kSupports);
   const bool half = p.dtype == DType::float16;
+  auto at = [&]<int D>() { return half ? f.template operator()<__half, D>() : f.template operator()<__nv_bfloat16, D>(); };
   switch (p.dim) {
-    case 32: return half ? plan_for<__half, 32>(p, splits, merge) : plan_for<__nv_bfloat16, 32>(p, splits, merge);
-    case 64: return half ? plan_for<__half, 64>(p, splits, merge) : plan_for<__nv_bfloat16, 64>(p, splits, merge);
-    case 96: return half ? plan_for<__half, 96>(p, splits, merge) : plan_for<__nv_bfloat16, 96>(p, splits, merge);
-    case 128: return half ? plan_for<__half, 128>(p, splits, merge) : plan_for<__nv_bfloat16, 128>(p, splits, merge);
-    default: return half ? plan_for<__half, 256>(p, splits, merge) : plan_for<__nv_bfloat16, 256>(p, splits, merge);
+    case 32: return at.template operator()<32>();
+    case 64: return at.template operator()<64>();
+    case 96: return at.template operator()<96>();
+    case 128: return at.template operator()<128>();
+    default: return at.template operator()<256>();
   }
+}
+
+DecodePlan plan_decode(const Problem& p, int splits, Merge merge) {
+  return for_kernel_of(p, [&]<class T, int D>() { return plan_for<T, D>(p, splits, merge); });
+}
+
+int cluster_capacity(const Problem& p, int splits) {
+  return for_kernel_of(p, [&]<class T, int D>() { return cluster_capacity_at<T, D>(splits); });
 }
 
 void decode_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,

@@ -36,7 +36,10 @@ enum class Merge {
                   // thread-block cluster that merges through distributed shared memory (compute
                   // capability 9.0; at most kMaxClusterSplits splits)
 };
-inline constexpr int kMaxClusterSplits = 8;  // a cluster's portable size: every Hopper GPU schedules it
+// The largest cluster Hopper allows. Up to 8 blocks a cluster is "portable" (every such GPU runs it);
+// beyond, the kernel opts in and whether the GPU holds one depends on how its SMs are grouped
+// (cluster_capacity asks the driver). The chosen splits stay portable; --splits may ask for more.
+inline constexpr int kMaxClusterSplits = 16, kPortableClusterSplits = 8;
 
 // A paged K/V cache, as serving engines keep one: K and V are pools of pages [pages, Hkv, page_size,
 // D] (each page holds page_size consecutive keys of every K/V head of one sequence), and row b of
@@ -62,7 +65,7 @@ struct DecodeOptions {
 // (splits · B·Hq·Nq · (D + 1) floats) live in ctx's scratch, counted on its meter, and with
 // Merge::last_block one counter per (batch, K/V head, row tile) beside them (4 bytes each);
 // Merge::cluster keeps them in shared memory (no scratch), and refuses (UsageError) more than
-// kMaxClusterSplits splits or a GPU below compute capability 9.0.
+// kMaxClusterSplits splits, a cluster the GPU cannot hold, or a GPU below compute capability 9.0.
 void decode_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
                     const DecodeOptions& options);
 
@@ -112,8 +115,13 @@ struct DecodePlan {
   int splits = 1, tiles_per_split = 0, key_tile = 0;
   std::int64_t blocks = 0, slots = 0;
 };
-// With Merge::cluster the chosen splits are at most kMaxClusterSplits.
+// With Merge::cluster the chosen splits are at most kPortableClusterSplits.
 DecodePlan plan_decode(const Problem& p, int splits = 0, Merge merge = Merge::warp_per_row);
+
+// Merge::cluster on this GPU: how many clusters of `splits` blocks of the decode kernel for p.dim
+// and p.dtype it runs at once (the occupancy API); 0 below compute capability 9.0 or where not even
+// one fits (then the cluster merge refuses that many splits).
+int cluster_capacity(const Problem& p, int splits);
 
 // For the stage's main, before the run: the one line of a refusal when this GPU cannot run the
 // kernel at p.dim (its shared memory), empty otherwise (and without a suitable GPU).

@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
       "split_kv: key chunks chosen from the shape and the SM count (--splits N to force N);\n"
       "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (7.5-8 µs faster, H100);\n"
       "split_kv_fused_merge: no merge kernel: the last block of each row tile to finish merges its rows;\n"
-      "split_kv_cluster_merge: no merge kernel, no partials in global memory: a row tile's splits (at most 8) are one\n"
-      "thread-block cluster that merges through distributed shared memory (compute capability 9.0);\n"
+      "split_kv_cluster_merge: no merge kernel, no partials in global memory: a row tile's splits (chosen: at most 8)\n"
+      "are one thread-block cluster that merges through distributed shared memory (compute capability 9.0);\n"
       "one_split: one chunk, no merge kernel.\n"
       "split_kv_paged: split_kv_block_merge on a paged copy of the cache (pages of --page-size keys in a\n"
       "scattered order, read through a block table; the copy timed apart in split_ms).\n"
@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   cli.app().add_flag("--prefill", prefill_flag, "prompt prefill (Nq = Nk) with grouped heads instead of decoding")->group("stage 10");
   cli.app()
       .add_option("--splits", splits,
-                  "key chunks of the split_kv variants, 1..128 (the cluster merge: at most 8; default: chosen for this GPU)")
+                  "key chunks of the split_kv variants, 1..128 (the cluster merge: at most 16, a cluster this GPU holds;\n"
+                  "default: chosen for this GPU)")
       ->check(CLI::Range(1, 128))
       ->group("stage 10");
   cli.app()
@@ -128,15 +129,27 @@ int main(int argc, char** argv) {
     // A decoding step takes microseconds: more repetitions for a steady median.
     def.default_reps = 50;
     def.extra_report = [&opt, splits](std::ostream& os, const std::vector<fa::ResultRow>&) {
-      os << "\nsplits (split_kv):";
-      for (const auto& [nq, nk] : opt.sizes) {
-        fa::Problem p = opt.problem;
-        p.seq_q = nq;
-        p.seq_k = nk;
-        const fa::step10::DecodePlan plan = fa::step10::plan_decode(p, splits);
-        os << "  Nk=" << nk << ": " << plan.splits << " × " << plan.blocks << " blocks on " << plan.slots;
+      using fa::step10::Merge;
+      const bool clusters = fa::step10::cluster_capacity(opt.problem, 2) > 0;  // compute capability 9.0
+      os << "\n";
+      for (const Merge merge : {Merge::warp_per_row, Merge::cluster}) {
+        if (merge == Merge::cluster && !clusters) continue;
+        os << (merge == Merge::cluster ? "splits (split_kv_cluster_merge):" : "splits (split_kv):");
+        for (const auto& [nq, nk] : opt.sizes) {
+          fa::Problem p = opt.problem;
+          p.seq_q = nq;
+          p.seq_k = nk;
+          const fa::step10::DecodePlan plan = fa::step10::plan_decode(p, splits, merge);
+          os << "  Nk=" << nk << ": " << plan.splits << " × " << plan.blocks;
+          if (merge == Merge::cluster) os << " clusters";
+          else os << " blocks on " << plan.slots << " at once";
+        }
+        os << "\n";
       }
-      os << " at once\n";
+      if (!clusters) return;
+      os << "clusters of the decode kernel this GPU holds at once, by blocks per cluster:";
+      for (int s = 2; s <= fa::step10::kMaxClusterSplits; ++s) os << " " << s << ":" << fa::step10::cluster_capacity(opt.problem, s);
+      os << "\n";
     };
   }
   return fa::run_stage(cli, def);

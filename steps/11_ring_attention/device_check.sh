@@ -13,7 +13,7 @@
 # STEP_TIMEOUT=S stops any one step after S seconds (its log so far still goes into the bundle), so
 # that a device call's limit never takes the whole bundle with it.
 set -uo pipefail
-b=$1 bundle=$2/step11_device_check_${3:-one}.tgz mode=${3:-one}
+b=$(cd "$1" && pwd) bundle=$(cd "$2" && pwd)/step11_device_check_${3:-one}.tgz mode=${3:-one}  # absolute: steps cd into b
 s=$b/steps/11_ring_attention
 out=$b/device_check_$mode  # logs and results; after every step all of it goes into one bundle in OUT_DIR
 rm -rf $out && mkdir -p $out

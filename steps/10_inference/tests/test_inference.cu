@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -145,21 +146,29 @@ TEST_CASE("more splits than key tiles, rows past 16 per K/V head, Nq > Nk, and t
 // Thread-block clusters (Merge::cluster) need compute capability 9.0.
 bool clusters_here() { return fa::query_device().compute_major >= 9; }
 
+// The most blocks a cluster of p's decode kernel may have on this GPU (16 on an H100; beyond 8 the
+// driver decides).
+int largest_cluster(const fa::Problem& p) {
+  for (int s = fa::step10::kMaxClusterSplits; s >= 2; --s)
+    if (fa::step10::cluster_capacity(p, s) > 0) return s;
+  return 1;
+}
+
 TEST_CASE("the other merges (a block per row; the last block; the cluster): 2 to 128 splits, empty splits, rows without keys") {
   skip_without_gpu();
   for (const Merge merge : {Merge::block_per_row, Merge::last_block, Merge::cluster}) {
     if (merge == Merge::cluster && !clusters_here()) continue;
-    // A cluster holds at most kMaxClusterSplits blocks: 8 splits, and 0 (chosen) is capped there.
-    const std::vector<int> split_counts =
-        merge == Merge::cluster ? std::vector<int>{0, 2, 5, fa::step10::kMaxClusterSplits} : std::vector<int>{0, 2, 5, 9, 128};
     std::uint64_t seed = 10700;
     for (const fa::DType t : kDtypes)
       for (const std::int64_t d : {32, 64, 128, 256})
-        for (const bool causal : {false, true})
-          for (const int splits : split_counts) {
+        for (const bool causal : {false, true}) {
+          // A cluster holds at most the largest cluster this GPU runs (16 blocks on an H100); 0: chosen.
+          const int most = merge == Merge::cluster ? largest_cluster(decode_problem(1, 4097, d, causal, 8, 2, t)) : 128;
+          for (const int splits : {0, 2, 5, std::min(9, most), most}) {
             check_case(decode_problem(1, 4097, d, causal, 8, 2, t), ++seed, splits, fa::InputKind::normal, merge);
             check_case(decode_problem(3, 300, d, causal, 8, 1, t), ++seed, splits, fa::InputKind::normal, merge);
           }
+        }
     check_case(decode_problem(5, 3, 64, true, 8, 1, fa::DType::bfloat16), ++seed, 3, fa::InputKind::normal, merge);  // Nq > Nk
     // 40 rows per K/V head: three row tiles, each with its own counter; batch 2.
     check_case(decode_problem(5, 2000, 128, true, 8, 1, fa::DType::bfloat16), ++seed, 6, fa::InputKind::normal, merge);
@@ -167,18 +176,27 @@ TEST_CASE("the other merges (a block per row; the last block; the cluster): 2 to
   }
 }
 
-TEST_CASE("the cluster merge: the chosen splits capped at a cluster's size; more, or a GPU without clusters, refused in one line") {
+TEST_CASE("the cluster merge: the chosen splits a portable cluster; more than this GPU's largest cluster, or a GPU without clusters, refused in one line") {
   skip_without_gpu();
   const fa::Problem p = decode_problem(1, 8192, 128, false, 32, 8, fa::DType::bfloat16, 1);
-  CHECK(fa::step10::plan_decode(p, 0, Merge::cluster).splits <= fa::step10::kMaxClusterSplits);
-  CHECK(fa::step10::plan_decode(p, 0, Merge::cluster).splits > 1);
   const fa::AttentionData in = fa::make_inputs(p, 10950, fa::InputKind::normal);
   if (clusters_here()) {
+    // The rule's splits (9 on an H100), capped at a portable cluster; batch 16: the rule's one split.
+    const int rule = fa::step10::plan_decode(p, 0, Merge::block_per_row).splits;
+    CHECK(rule > 1);
+    CHECK(fa::step10::plan_decode(p, 0, Merge::cluster).splits == std::min(rule, fa::step10::kPortableClusterSplits));
+    CHECK(fa::step10::cluster_capacity(p, fa::step10::kPortableClusterSplits) > 0);
+    CHECK(fa::step10::plan_decode(decode_problem(1, 8192, 128, false, 32, 8, fa::DType::bfloat16, 16), 0, Merge::cluster)
+              .splits == 1);
     CHECK_THROWS_WITH_AS(fa::run_once(p, in, with_splits(fa::step10::kMaxClusterSplits + 1, Merge::cluster)),
-                         doctest::Contains("at most 8 splits"), fa::UsageError);
-    // Splits chosen (capped at 8) against float64, with no memory beyond the tensors.
+                         doctest::Contains("at most 16 splits"), fa::UsageError);
+    if (const int most = largest_cluster(p); most < fa::step10::kMaxClusterSplits)
+      CHECK_THROWS_WITH_AS(fa::run_once(p, in, with_splits(most + 1, Merge::cluster)),
+                           doctest::Contains("cannot hold a cluster"), fa::UsageError);
+    // Splits chosen against float64, with no memory beyond the tensors.
     check_case(p, 10951, 0, fa::InputKind::normal, Merge::cluster);
   } else {
+    CHECK(fa::step10::cluster_capacity(p, 2) == 0);
     CHECK_THROWS_WITH_AS(fa::run_once(p, in, with_splits(2, Merge::cluster)), doctest::Contains("compute capability 9.0"),
                          fa::UsageError);
   }
