@@ -6,10 +6,10 @@ in the same run), from a results file of tools/compare_decode.py.
     draw_decode_roofline.py [RESULTS.json] [--out DIR]
 
 Default input: docs/results/compare_10_decode_h100.json; output DIR/10_decode_roofline.png (default
-DIR: docs/figures). One panel per batch size in the file: stage 10's rows (split_kv, one_split) and
-PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log; the floor is K and V read once,
-2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one line on a file that is
-not such a results file.
+DIR: docs/figures). One panel per batch size in the file: stage 10's rows (split_kv and two of its
+merges, one_split) and PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log; the floor
+is K and V read once, 2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one
+line on a file that is not such a results file.
 """
 import argparse
 import json
@@ -18,7 +18,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STYLE = {  # variant: (label, colour, marker)
-    "split_kv": ("stage 10 split_kv", "C0", "o"),
+    "split_kv": ("stage 10 split_kv (a warp per row merges)", "C0", "o"),
+    "split_kv_block_merge": ("stage 10 split_kv_block_merge", "C4", "^"),
+    "split_kv_cluster_merge": ("stage 10 split_kv_cluster_merge (Hopper)", "C3", "*"),
     "one_split": ("stage 10 one_split (no split)", "C1", "v"),
     "sdpa_flash": ("PyTorch FA2 (sdpa_flash)", "0.0", "s"),
     "sdpa_cudnn": ("cuDNN (sdpa_cudnn)", "0.45", "D"),
