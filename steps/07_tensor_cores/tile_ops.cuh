@@ -203,7 +203,7 @@ __device__ __forceinline__ void write_output(const KernelArgs<T>& a, float (&o)[
     for (int r = 0; r < 2; ++r) {
       const float total = group_sum(l[mt][r]);
       const int row = row0 + 16 * mt + g + 8 * r;
-      if (row >= a.seq_q) continue;
+      if (row < 0 || row >= a.seq_q) continue;  // rows < 0: stage 09's persistent causal tiles
       const float inv = total > 0.0f ? 1.0f / total : 0.0f;
 #pragma unroll
       for (int n = 0; n < DT; ++n)

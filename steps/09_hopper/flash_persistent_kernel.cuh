@@ -80,6 +80,7 @@ struct TileQueue {
 // The work items of a launch and the counter that hands them out (zeroed before every launch).
 struct TileSchedule {
   int tiles, items;  // query tiles per head; tiles × heads
+  int head_group;    // causal: heads whose tiles are handed out together, heaviest first
   int* counter;
 };
 
@@ -89,9 +90,28 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const WsShared<T, C> sh(smem_raw);
   const TileQueue queue(reinterpret_cast<unsigned char*>(sh.kv_empty + C::kStages));
-  const auto first_row = [&](int w) {
-    const int t = w % ts.tiles;
-    return (a.heavy_first ? ts.tiles - 1 - t : t) * C::kBr;
+  // Work item w → (head, first row of its query tile).
+  //   - Causal, the query tiles end at the last row rather than start at row 0: when Br does not
+  //     divide Nq, the part-empty tile is then the one with the fewest keys, not the one with the
+  //     most (at D = 64, Br = 192 and Nq = 4096, the last tile's 64 rows would run all 32 key
+  //     tiles for three times as many rows). Its rows above row 0 are out of bounds: zeros from
+  //     the tensor map, every key masked, never written.
+  //   - Causal, the heads go in groups of ts.head_group, and within a group the heaviest tiles of
+  //     all its heads come first: the last items handed out are the lightest, so no block is left
+  //     with a heavy tile while the others have finished. A group, not all heads at once, so that
+  //     the K/V of the heads in progress stay in L2 (the host sizes the group: about 16 MiB).
+  //   - Otherwise head after head, its tiles in order.
+  const int kHeadGroup = ts.head_group;
+  const int shift = a.causal ? ts.tiles * C::kBr - a.seq_q : 0, heads = ts.items / ts.tiles;
+  const auto item = [&](int w, int& head) {
+    if (!a.heavy_first) {
+      head = w / ts.tiles;
+      return w % ts.tiles * C::kBr - shift;
+    }
+    const int group = w / (kHeadGroup * ts.tiles), in_group = w % (kHeadGroup * ts.tiles);
+    const int heads_here = min(kHeadGroup, heads - group * kHeadGroup);
+    head = group * kHeadGroup + in_group % heads_here;
+    return (ts.tiles - 1 - in_group / heads_here) * C::kBr - shift;
   };
 
   if (threadIdx.x == 0) {
@@ -108,7 +128,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     for (int r = 0;; ++r) {
       queue.publish(r, w);
       if (w >= ts.items) return;
-      const int i0 = first_row(w), head = w / ts.tiles;
+      int head;
+      const int i0 = item(w, head);
       const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
       if (kv.count > 0) {
         // Q's buffer empty: the consumers are past the last tile's S (the first tile passes at once).
@@ -125,7 +146,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   for (int r = 0;; ++r) {
     const int w = queue.take(r);
     if (w >= ts.items) return;
-    const int i0 = first_row(w), head = w / ts.tiles;
+    int head;
+    const int i0 = item(w, head);
     const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
     consume_tile<T, C, kOverlap, true>(sh, a, i0, head, kv, it, q_round, queue.q_empty);
     if (kv.count > 0) it += kv.count, ++q_round;

@@ -117,7 +117,12 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
     int device = 0, sms = 0;
     FA_CUDA_CHECK(cudaGetDevice(&device));
     FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    const TileSchedule ts{static_cast<int>(tiles), static_cast<int>(items), next_tile_counter(ctx.stream)};
+    // Causal, the heads' tiles go out heaviest first in groups of heads whose K and V take about
+    // 16 MiB, a third of an H100's L2 (chapter 09: a fixed 8 heads lost 2 % at 16k keys and D =
+    // 128, where their K and V take 64 MiB).
+    const std::int64_t kv_bytes_per_head = 2 * p.seq_k * D * static_cast<std::int64_t>(sizeof(T));
+    const auto head_group = static_cast<int>(std::clamp<std::int64_t>((std::int64_t{16} << 20) / kv_bytes_per_head, 1, heads));
+    const TileSchedule ts{static_cast<int>(tiles), static_cast<int>(items), head_group, next_tile_counter(ctx.stream)};
     const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, sms));
     kernel<<<blocks, C::kThreads, kSmem, ctx.stream>>>(maps, a, ts);
   } else {
