@@ -140,8 +140,11 @@ std::int64_t resident_blocks() {
   return slots;
 }
 
+Merge resolved(Merge merge) { return merge == Merge::fastest ? fastest_merge() : merge; }
+
 template <class T, int D>
 DecodePlan plan_for(const Problem& p, int splits, Merge merge) {
+  merge = resolved(merge);
   using C = StageConfig<D>;
   DecodePlan plan;
   plan.key_tile = C::kBc;
@@ -181,9 +184,10 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   check_launch(p, in, out, C::kSmemBytes);
   if (options.splits < 0 || options.splits > kMaxSplits)
     throw UsageError("stage 10 decode: splits must be in 1.." + std::to_string(kMaxSplits) + " (0: chosen)");
-  if (options.merge == Merge::cluster) require_clusters<T, D>(options.splits);
-  const DecodePlan plan = plan_for<T, D>(p, options.splits, options.merge);
-  const bool cluster_merges = plan.splits > 1 && options.merge == Merge::cluster;
+  const Merge merge = resolved(options.merge);
+  if (merge == Merge::cluster) require_clusters<T, D>(options.splits);
+  const DecodePlan plan = plan_for<T, D>(p, options.splits, merge);
+  const bool cluster_merges = plan.splits > 1 && merge == Merge::cluster;
   const long long rows = p.batch * p.heads * p.seq_q;
   DecodeArgs<T> a{};
   a.q = in.q.as<T>();
@@ -210,7 +214,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   a.heads_kv = static_cast<int>(p.kv_heads());
   a.splits = plan.splits;
   a.tiles_per_split = plan.tiles_per_split;
-  const bool last_block_merges = plan.splits > 1 && options.merge == Merge::last_block;
+  const bool last_block_merges = plan.splits > 1 && merge == Merge::last_block;
   if (last_block_merges)  // zeroed once; each launch's merging blocks leave them at 0 again
     a.tile_counters = ctx.scratch_zeroed_as<unsigned>("decode split counters",
                                                       static_cast<std::size_t>(p.batch * p.kv_heads() * row_tiles(p)));
@@ -241,7 +245,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   ctx.kernel_end("split");
   if (plan.splits > 1 && !last_block_merges && !cluster_merges) {
     ctx.kernel_begin("combine");
-    if (options.merge == Merge::block_per_row)
+    if (merge == Merge::block_per_row)
       merge_block_per_row_kernel<T><<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(
           a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, static_cast<int>(p.dim));
     else
@@ -325,6 +329,13 @@ auto for_kernel_of(const Problem& p, F&& f) {
     case 128: return at.template operator()<128>();
     default: return at.template operator()<256>();
   }
+}
+
+Merge fastest_merge() {
+  int device = 0, major = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  FA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9 ? Merge::cluster : Merge::block_per_row;
 }
 
 DecodePlan plan_decode(const Problem& p, int splits, Merge merge) {

@@ -35,6 +35,8 @@ enum class Merge {
   cluster,        // no second kernel, no partials in global memory: a row tile's splits are one
                   // thread-block cluster that merges through distributed shared memory (compute
                   // capability 9.0; at most kMaxClusterSplits splits)
+  fastest,        // the fastest measured on this GPU (docs/10_inference.md): cluster on compute
+                  // capability 9.0, block_per_row elsewhere (fastest_merge() says which)
 };
 // The largest cluster Hopper allows. Up to 8 blocks a cluster is "portable" (every such GPU runs it);
 // beyond, the kernel opts in and whether the GPU holds one depends on how its SMs are grouped
@@ -56,7 +58,7 @@ inline constexpr int kPageMultiple = 64;  // the largest key tile (D <= 64): no 
 struct DecodeOptions {
   int splits = 0;                   // key chunks; 0: choose_splits on this GPU
   const int* cache_lens = nullptr;  // device [B]: each batch entry's cache length (<= Nk); nullptr: Nk
-  Merge merge = Merge::warp_per_row;
+  Merge merge = Merge::fastest;
   PagedCache paged;                 // with a block table, in.k and in.v are the pools
 };
 
@@ -117,6 +119,10 @@ struct DecodePlan {
 };
 // With Merge::cluster the chosen splits are at most kPortableClusterSplits.
 DecodePlan plan_decode(const Problem& p, int splits = 0, Merge merge = Merge::warp_per_row);
+
+// What Merge::fastest is on the current GPU: Merge::cluster on compute capability 9.0 and above,
+// Merge::block_per_row below.
+Merge fastest_merge();
 
 // Merge::cluster on this GPU: how many clusters of `splits` blocks of the decode kernel for p.dim
 // and p.dtype it runs at once (the occupancy API); 0 below compute capability 9.0 or where not even

@@ -6,7 +6,8 @@
 // on the same problem (K/V heads repeated). The split heuristic on a table of shapes. Grouped-query
 // prefill (stage 09's kernels reading K/V head bh / G) against float64 and against the same kernel
 // on repeated K/V. The four merges of the splits, the last-block merge also across launches, the
-// cluster merge's refusals. A paged cache against the contiguous one.
+// cluster merge's refusals; the default merge (the fastest on this GPU). A paged cache against the
+// contiguous one.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime.h>
@@ -58,6 +59,7 @@ const char* merged_by(Merge merge) {
     case Merge::warp_per_row: return "merged by a warp per row";
     case Merge::block_per_row: return "merged by a block per row";
     case Merge::cluster: return "merged by each row tile's cluster";
+    case Merge::fastest: return "merged the fastest way on this GPU";
     default: return "merged by each row tile's last block";
   }
 }
@@ -71,9 +73,10 @@ void check_case(const fa::Problem& p, std::uint64_t seed, int splits, fa::InputK
   INFO(p.describe() << " " << fa::to_string(p.dtype) << ", " << plan.splits << " splits, " << merged_by(merge));
   const fa::AttentionData in = fa::make_inputs(p, seed, kind);
   const fa::GpuRun r = fa::run_once(p, in, with_splits(splits, merge));
+  const Merge used = merge == Merge::fastest ? fa::step10::fastest_merge() : merge;
   const std::int64_t partials =
-      plan.splits > 1 && merge != Merge::cluster ? plan.splits * p.batch * p.heads * p.seq_q * (p.dim + 1) * 4 : 0;
-  const std::int64_t counters = plan.splits > 1 && merge == Merge::last_block ? plan.blocks * 4 : 0;
+      plan.splits > 1 && used != Merge::cluster ? plan.splits * p.batch * p.heads * p.seq_q * (p.dim + 1) * 4 : 0;
+  const std::int64_t counters = plan.splits > 1 && used == Merge::last_block ? plan.blocks * 4 : 0;
   CHECK(r.extra_bytes == partials + counters);
   fa::testing::check_verified(p, in, r.out, "10 split_kv");
   if (p.causal) fa::testing::check_empty_rows(p, r.out);
@@ -199,6 +202,19 @@ TEST_CASE("the cluster merge: the chosen splits a portable cluster; more than th
     CHECK(fa::step10::cluster_capacity(p, 2) == 0);
     CHECK_THROWS_WITH_AS(fa::run_once(p, in, with_splits(2, Merge::cluster)), doctest::Contains("compute capability 9.0"),
                          fa::UsageError);
+  }
+}
+
+TEST_CASE("DecodeOptions' default merge is the fastest measured: the cluster merge on compute capability 9.0, the block merge below") {
+  skip_without_gpu();
+  CHECK(fa::step10::DecodeOptions{}.merge == Merge::fastest);
+  CHECK(fa::step10::fastest_merge() == (clusters_here() ? Merge::cluster : Merge::block_per_row));
+  const fa::Problem p = decode_problem(1, 8192, 128, false, 32, 8, fa::DType::bfloat16, 1);
+  CHECK(fa::step10::plan_decode(p, 0, Merge::fastest).splits == fa::step10::plan_decode(p, 0, fa::step10::fastest_merge()).splits);
+  std::uint64_t seed = 11000;
+  for (const int splits : {0, 3}) {
+    check_case(p, ++seed, splits, fa::InputKind::normal, Merge::fastest);
+    check_case(decode_problem(5, 2000, 64, true, 8, 2, fa::DType::float16), ++seed, splits, fa::InputKind::normal, Merge::fastest);
   }
 }
 
