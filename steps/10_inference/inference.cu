@@ -73,8 +73,7 @@ cudaLaunchAttribute cluster_of(int splits) {
 // Clusters of `splits` blocks of kernel that the current GPU holds at once (0 below compute
 // capability 9.0), asked of the driver once per GPU: beyond 8 blocks it depends on how the GPU's SMs
 // are grouped (into GPCs; a cluster's blocks share one), and the kernel must opt in to such
-// "non-portable" sizes. Once, because a launch asks on the host before every launch, and the
-// device's full properties (query_device) take about a millisecond to read.
+// "non-portable" sizes. Once per GPU, because a launch asks before every launch.
 template <auto kernel, int threads, int smem>
 int clusters_at_once(int splits) {
   using Table = std::array<int, kMaxClusterSplits + 1>;
@@ -85,9 +84,7 @@ int clusters_at_once(int splits) {
   const std::lock_guard lock(mutex);
   auto [it, fresh] = per_gpu.try_emplace(device);
   if (fresh) {
-    int major = 0;
-    FA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (major < 9) return 0;  // no clusters: the table stays zeros
+    if (current_compute_capability() < 90) return 0;  // no clusters: the table stays zeros
     opt_in_shared_memory_once<kernel, smem>();
     FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     for (int s = 1; s <= kMaxClusterSplits; ++s) {
@@ -116,10 +113,9 @@ int cluster_capacity_at(int splits) {
 // driver says).
 template <class T, int D>
 void require_clusters(int splits) {
-  static const int major = query_device().compute_major;
-  if (major < 9)
+  if (const int cc = current_compute_capability(); cc < 90)
     throw UsageError("stage 10 decode: the cluster merge needs thread-block clusters (compute capability 9.0; this GPU is " +
-                     std::to_string(major) + ".x)");
+                     std::to_string(cc / 10) + "." + std::to_string(cc % 10) + ")");
   if (splits > kMaxClusterSplits)
     throw UsageError("stage 10 decode: the cluster merge takes at most " + std::to_string(kMaxClusterSplits) +
                      " splits (one cluster of that many blocks per row tile), not " + std::to_string(splits));
@@ -256,18 +252,6 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   }
 }
 
-template <class T>
-void dispatch(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
-              const DecodeOptions& options) {
-  switch (p.dim) {
-    case 32: return launch<T, 32>(p, in, out, ctx, options);
-    case 64: return launch<T, 64>(p, in, out, ctx, options);
-    case 96: return launch<T, 96>(p, in, out, ctx, options);
-    case 128: return launch<T, 128>(p, in, out, ctx, options);
-    default: return launch<T, 256>(p, in, out, ctx, options);
-  }
-}
-
 // K or V [B, Hkv, N, D] → [B, Hq, N, D], each K/V head copied to the G query heads that read it:
 // 16 bytes per thread, a grid-stride loop.
 __global__ void repeat_heads_kernel(const int4* from, int4* to, long long chunks_per_head, int group,
@@ -315,8 +299,8 @@ int choose_splits(std::int64_t blocks, std::int64_t key_tiles, std::int64_t slot
   return static_cast<int>(std::min<std::int64_t>(most, (streaming + blocks - 1) / blocks));
 }
 
-// f.template operator()<T, D>() for p's dtype and head dim: the host functions that ask about the
-// one decode kernel that p runs.
+// f.template operator()<T, D>() for p's dtype and head dim: the host functions that launch, or ask
+// about, the one decode kernel that p runs.
 template <class F>
 auto for_kernel_of(const Problem& p, F&& f) {
   p.require(kSupports);
@@ -331,12 +315,7 @@ auto for_kernel_of(const Problem& p, F&& f) {
   }
 }
 
-Merge fastest_merge() {
-  int device = 0, major = 0;
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  FA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9 ? Merge::cluster : Merge::block_per_row;
-}
+Merge fastest_merge() { return current_compute_capability() >= 90 ? Merge::cluster : Merge::block_per_row; }
 
 DecodePlan plan_decode(const Problem& p, int splits, Merge merge) {
   return for_kernel_of(p, [&]<class T, int D>() { return plan_for<T, D>(p, splits, merge); });
@@ -348,11 +327,7 @@ int cluster_capacity(const Problem& p, int splits) {
 
 void decode_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
                     const DecodeOptions& options) {
-  p.require(kSupports);
-  if (p.dtype == DType::float16)
-    dispatch<__half>(p, in, out, ctx, options);
-  else
-    dispatch<__nv_bfloat16>(p, in, out, ctx, options);
+  for_kernel_of(p, [&]<class T, int D>() { launch<T, D>(p, in, out, ctx, options); });
 }
 
 void attention_forward_split_kv(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,

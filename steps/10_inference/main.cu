@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "10_inference/inference.cuh"
+#include "fa/cuda/device.cuh"
 #include "fa/cuda/stage_arch.cuh"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/stage.hpp"
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
       "split_kv_block_merge: the same, its chunks merged by a block per row instead of a warp (7.5-8 µs faster, H100);\n"
       "split_kv_fused_merge: no merge kernel: the last block of each row tile to finish merges its rows;\n"
       "split_kv_cluster_merge: no merge kernel, no partials in global memory: a row tile's splits (chosen: at most 8)\n"
-      "are one thread-block cluster that merges through distributed shared memory (compute capability 9.0);\n"
+      "are one thread-block cluster that merges through distributed shared memory (compute capability 9.0; the\n"
+      "fastest on an H100, and there decode_forward's default, Merge::fastest);\n"
       "one_split: one chunk, no merge kernel.\n"
       "split_kv_paged: split_kv_block_merge on a paged copy of the cache (pages of --page-size keys in a\n"
       "scattered order, read through a block table; the copy timed apart in split_ms).\n"
@@ -130,7 +132,7 @@ int main(int argc, char** argv) {
     def.default_reps = 50;
     def.extra_report = [&opt, splits](std::ostream& os, const std::vector<fa::ResultRow>&) {
       using fa::step10::Merge;
-      const bool clusters = fa::step10::cluster_capacity(opt.problem, 2) > 0;  // compute capability 9.0
+      const bool clusters = fa::current_compute_capability() >= 90;
       os << "\n";
       for (const Merge merge : {Merge::warp_per_row, Merge::cluster}) {
         if (merge == Merge::cluster && !clusters) continue;

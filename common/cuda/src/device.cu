@@ -69,6 +69,14 @@ DeviceInfo query_device(int index) {
   return d;
 }
 
+int current_compute_capability() {
+  int device = 0, major = 0, minor = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  FA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major * 10 + minor;
+}
+
 RunMetadata device_metadata(const std::string& command) {
   RunMetadata m = host_metadata(command);
   const std::string host_cpu = m.device;

@@ -108,6 +108,12 @@ TEST_CASE("the device query fills the results metadata") {
   CHECK(m.extra.count("sm_count") == 1);
 }
 
+TEST_CASE("the cheap compute capability agrees with the full device query") {
+  FA_CUDA_CHECK(cudaSetDevice(0));
+  const auto d = fa::query_device(0);
+  CHECK(fa::current_compute_capability() == d.compute_major * 10 + d.compute_minor);
+}
+
 TEST_CASE("scratch buffers are reused across calls and counted") {
   fa::MemoryMeter meter;
   fa::DeviceContext ctx(meter);

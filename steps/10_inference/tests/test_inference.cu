@@ -147,7 +147,7 @@ TEST_CASE("more splits than key tiles, rows past 16 per K/V head, Nq > Nk, and t
 }
 
 // Thread-block clusters (Merge::cluster) need compute capability 9.0.
-bool clusters_here() { return fa::query_device().compute_major >= 9; }
+bool clusters_here() { return fa::current_compute_capability() >= 90; }
 
 // The most blocks a cluster of p's decode kernel may have on this GPU (16 on an H100; beyond 8 the
 // driver decides).

@@ -32,7 +32,12 @@ std::string cuda_skip_reason(int min_compute_capability = 0);
 void exit_skipped_below(int min_compute_capability);
 bool cuda_device_available();
 
+// Everything about one device: reads all its properties, about a millisecond. Not for a path that
+// runs before every launch; there ask current_compute_capability, or keep the answer.
 DeviceInfo query_device(int index = 0);
+// The current device's compute capability, major*10 + minor, from two attribute reads: cheap enough
+// to ask before every launch.
+int current_compute_capability();
 // RunMetadata for the results file: device name, versions, SMs, clocks, memory.
 RunMetadata device_metadata(const std::string& command);
 
