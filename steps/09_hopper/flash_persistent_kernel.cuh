@@ -103,16 +103,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   //     with a heavy tile while the others have finished. A group, not all heads at once, so that
   //     the K/V of the heads in progress stay in L2 (the host sizes the group: about 16 MiB).
   //   - Otherwise head after head, its tiles in order.
-  const int kHeadGroup = ts.head_group;
   const int shift = a.causal ? ts.tiles * C::kBr - a.seq_q : 0, heads = ts.items / ts.tiles;
   const auto item = [&](int w, int& head) {
     if (!a.heavy_first) {
       head = w / ts.tiles;
       return w % ts.tiles * C::kBr - shift;
     }
-    const int group = w / (kHeadGroup * ts.tiles), in_group = w % (kHeadGroup * ts.tiles);
-    const int heads_here = min(kHeadGroup, heads - group * kHeadGroup);
-    head = group * kHeadGroup + in_group % heads_here;
+    const int group = w / (ts.head_group * ts.tiles), in_group = w % (ts.head_group * ts.tiles);
+    const int heads_here = min(ts.head_group, heads - group * ts.head_group);
+    head = group * ts.head_group + in_group % heads_here;
     return (ts.tiles - 1 - in_group / heads_here) * C::kBr - shift;
   };
 

@@ -43,8 +43,9 @@ void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, con
 void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx);
 // persistent: overlap's work with one block per SM, each taking query tiles from a counter in
-// turn, the next tile's copies under this one's end (flash_persistent_kernel.cuh). Uses 4 bytes of
-// static device memory (the counter), not allocated per call.
+// turn, the next tile's copies under this one's end (flash_persistent_kernel.cuh); causal, the
+// query tiles end at the last row and the heaviest tiles of a group of heads go first. Uses 4 bytes
+// of static device memory (the counter), not allocated per call.
 void attention_forward_persistent(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                   DeviceContext& ctx);
 

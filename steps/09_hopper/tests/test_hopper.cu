@@ -90,6 +90,22 @@ TEST_CASE("stage 09 persistent: more work items than SMs, so each block takes se
       }
 }
 
+TEST_CASE("stage 09 persistent, causal: heads in several groups, the last one short; tiles ending at the last row") {
+  fa::step09::exit_skipped_unless_hopper();
+  // The host groups the heads so that a group's K and V take about 16 MiB (hopper.cu): 8 MiB a head
+  // here (D = 128 at 16k keys, D = 64 at 32k), so 3 heads make a group of 2 and one of 1. Nq = 1000
+  // is no multiple of Br (128, or 192 at D = 64): the lightest tile starts above row 0.
+  std::uint64_t seed = 9350;
+  for (const std::int64_t d : {64, 128}) {
+    const fa::Problem p = with_dtype(problem(1000, d == 64 ? 32768 : 16384, d, true, 1, 3), fa::DType::bfloat16);
+    INFO(p.describe());
+    const fa::AttentionData in = fa::make_inputs(p, ++seed);
+    const fa::GpuRun r = fa::run_once(p, in, fa::step09::attention_forward_persistent);
+    fa::testing::check_verified(p, in, r.out, "09 persistent");
+    fa::testing::check_empty_rows(p, r.out);
+  }
+}
+
 TEST_CASE("stage 09: large logits (scores of 50 to 200)") {
   fa::step09::exit_skipped_unless_hopper();
   std::uint64_t seed = 9100;
