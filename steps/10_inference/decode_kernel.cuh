@@ -93,7 +93,13 @@ struct DecodeConfig {
   static constexpr int kTileBytes = KVTile::kElements * 2;
   static constexpr int kWarpBytes = kStages * 2 * kTileBytes;  // a warp's K, V buffers, stage after stage
   // Q, then each warp's buffers. After the loop the buffers hold the warps' merge: Õ, m, l per row.
-  static constexpr int kMergeBytes = kWarps * kRows * (D + 2) * 4;
+  // Õ's rows are kMergeStride floats apart, D + 8: a warp stores its accumulators two floats at a
+  // time, lanes g = 0..7 on rows g, lanes t = 0..3 on columns 2t. With rows D apart the eight rows
+  // fell on the same banks, an eight-way conflict on every store; 8 floats more shift each row by 8
+  // banks, so that a store takes the two passes that 256 bytes need (0.4-0.5 µs of a decoding step
+  // on an H100, docs/10_inference.md).
+  static constexpr int kMergeStride = D + 8;
+  static constexpr int kMergeBytes = kWarps * kRows * (kMergeStride + 2) * 4;
   // Merge::cluster: after the warps' merge, the block's own (O_s, LSE_s) rows and a table of every
   // split's LSE for them, also in the K/V buffers. A cluster holds at most kMaxClusterSplits blocks.
   static constexpr int kMaxClusterSplits = 16;
@@ -175,29 +181,62 @@ __device__ __forceinline__ void merge_tile_splits(const DecodeArgs<T>& a, float*
   __syncthreads();
   if (!merges) return;
 
-  // Each row's LSE over the splits (split_merge.hpp's rule, the max and the sum across a warp's
-  // lanes), then each split's weight in `scratch` [16][splits].
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  // The merge is latency, not bandwidth: a few KiB of partials, read from L2 by one block while
+  // the rest of the GPU is idle. So every read is issued before any result is needed, in three
+  // rounds: every split's LSE of the tile's rows at once (one load per thread and entry, into
+  // `scratch` [16][splits]); then, per row, its LSE over the splits and each split's weight
+  // (split_merge.hpp's rule, from shared memory, in place); then O, four columns per thread,
+  // eight splits' float4 loads in flight before the first sum. (A version that summed one column
+  // at a time, four loads in flight, waited on L2 about twenty times in a row: at 16 splits the
+  // whole step took 1.1-2.0 µs longer on an H100, docs/10_inference.md.)
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, splits = a.splits;
+  for (int i = threadIdx.x; i < rows_here * splits; i += C::kThreads) {
+    const int row = i / splits, s = i % splits;
+    scratch[i] = __ldcg(a.lse_part + s * a.rows + row_base + row);
+  }
+  __syncthreads();
   for (int row = warp; row < rows_here; row += C::kWarps) {
-    const float* lse_row_parts = a.lse_part + row_base + row;  // split s at [s · rows]
+    float* lse_s = scratch + row * splits;  // this row's splits: LSE_s in, weight out
     float m = -INFINITY;
-    for (int s = lane; s < a.splits; s += 32) m = fmaxf(m, __ldcg(lse_row_parts + s * a.rows));
+    for (int s = lane; s < splits; s += 32) m = fmaxf(m, lse_s[s]);
     for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
     float sum = 0.0f;
     if (m != -INFINITY)  // no split saw a key: LSE −inf, every weight 0, O = 0
-      for (int s = lane; s < a.splits; s += 32) sum += expf(__ldcg(lse_row_parts + s * a.rows) - m);
+      for (int s = lane; s < splits; s += 32) sum += expf(lse_s[s] - m);
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     const float lse_row = m == -INFINITY ? -INFINITY : m + logf(sum);
-    for (int s = lane; s < a.splits; s += 32) scratch[row * a.splits + s] = part_weight(__ldcg(lse_row_parts + s * a.rows), lse_row);
+    for (int s = lane; s < splits; s += 32) lse_s[s] = part_weight(lse_s[s], lse_row);  // each lane its own s
     if (lane == 0) a.lse[row_base + row] = lse_row;
   }
   __syncthreads();
 
-  // O: each element of the tile's rows summed over the splits (split s at [s · rows · D]).
-  for (int e = threadIdx.x; e < rows_here * D; e += C::kThreads) {
-    const int row = e / D, d = e % D;
-    a.o[(row_base + row) * D + d] = static_cast<T>(
-        sum_over_splits(a.o_part + (row_base + row) * D + d, a.rows * D, scratch + row * a.splits, a.splits));
+  // O: thread i sums columns 4c .. 4c + 3 of one row over the splits (split s at [s · rows · D]).
+  constexpr int kQuads = D / 4, kInFlight = 8;
+  const std::int64_t stride = a.rows * kQuads;  // one split's partial O, in float4
+  for (int i = threadIdx.x; i < rows_here * kQuads; i += C::kThreads) {
+    const int row = i / kQuads, c = i % kQuads;
+    const float4* part = reinterpret_cast<const float4*>(a.o_part + (row_base + row) * D) + c;
+    const float* weight = scratch + row * splits;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s0 = 0; s0 < splits; s0 += kInFlight) {
+      float4 x[kInFlight];
+#pragma unroll
+      for (int k = 0; k < kInFlight; ++k)
+        x[k] = s0 + k < splits ? __ldcg(part + (s0 + k) * stride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+      for (int k = 0; k < kInFlight; ++k) {
+        const float w = s0 + k < splits ? weight[s0 + k] : 0.0f;
+        acc.x += w * x[k].x;
+        acc.y += w * x[k].y;
+        acc.z += w * x[k].z;
+        acc.w += w * x[k].w;
+      }
+    }
+    T* to = a.o + (row_base + row) * D + 4 * c;
+    to[0] = static_cast<T>(acc.x);
+    to[1] = static_cast<T>(acc.y);
+    to[2] = static_cast<T>(acc.z);
+    to[3] = static_cast<T>(acc.w);
   }
 }
 
@@ -380,8 +419,9 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   // K/V buffers (every copy has landed and every warp has left its loop: the wait, the barrier).
   ptx::cp_async_wait<0>();
   __syncthreads();
-  float* merge_o = reinterpret_cast<float*>(smem + QTile::kElements * sizeof(T));  // [W][16][D]
-  float* merge_m = merge_o + W * C::kRows * D;                                      // [W][16]
+  constexpr int MS = C::kMergeStride;
+  float* merge_o = reinterpret_cast<float*>(smem + QTile::kElements * sizeof(T));  // [W][16][MS]
+  float* merge_m = merge_o + W * C::kRows * MS;                                     // [W][16]
   float* merge_l = merge_m + W * C::kRows;                                          // [W][16]
   float* block_o = merge_l + W * C::kRows;     // Merge::cluster: this split's O_s [16][D], LSE_s [16],
   float* block_lse = block_o + C::kRows * D;   // and every split's LSE_s of the tile's rows
@@ -396,9 +436,8 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
     }
 #pragma unroll
     for (int dn = 0; dn < DT; ++dn) {
-      float* to = merge_o + (warp * C::kRows + row) * D + 8 * dn + 2 * t;
-      to[0] = o[dn][2 * r];
-      to[1] = o[dn][2 * r + 1];
+      *reinterpret_cast<float2*>(merge_o + (warp * C::kRows + row) * MS + 8 * dn + 2 * t) =
+          make_float2(o[dn][2 * r], o[dn][2 * r + 1]);
     }
   }
   __syncthreads();
@@ -416,7 +455,7 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
     for (int w = 0; w < W; ++w) {
       const float weight = ptx::ex2(merge_m[w * C::kRows + row] * a.scale_log2 - base);
       sum += weight * merge_l[w * C::kRows + row];
-      acc += weight * merge_o[(w * C::kRows + row) * D + d];
+      acc += weight * merge_o[(w * C::kRows + row) * MS + d];
     }
     const float out = sum > 0.0f ? acc / sum : 0.0f;
     const float lse = sum > 0.0f ? M * a.scale + logf(sum) : -INFINITY;
