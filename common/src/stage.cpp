@@ -342,7 +342,7 @@ void print_results_table(std::ostream& os, const std::vector<ResultRow>& rows, P
 void print_charts(std::ostream& os, const StageDefinition& def, const std::vector<ResultRow>& rows) {
   std::vector<Series> mem, time, rate;
   for (const Variant& v : def.variants) {
-    Series sm{v.label() + (v.ours ? "" : " (previous)"), {}}, st = sm, sr = sm;
+    Series sm{v.label() + (v.ours ? "" : " (comparison)"), {}}, st = sm, sr = sm;
     for (const ResultRow& r : rows)
       if (r.stage == v.stage && r.variant == v.name && r.status == Status::ok) {
         const double n = static_cast<double>(r.problem.seq_k);

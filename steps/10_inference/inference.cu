@@ -58,6 +58,33 @@ static_assert(StageConfig<128>::kMaxClusterSplits == kMaxClusterSplits,
               "the kernel's table of split LSEs holds as many splits as a cluster may have");
 static_assert(kMaxSplits <= 128, "merge_block_per_row_kernel keeps one weight per split in 128 floats");
 
+// The floor of a decoding step, measured (variant read_cache): K and V read once, the bytes the
+// roofline counts, and nothing computed. 16-byte loads, kInFlight of them issued before any is
+// used, every SM full (see read_cache_only); the loads stream past L1 (__ldcs). The sum is stored
+// only if it equals a constant it never does: without a use, the compiler would drop the loads.
+// O is written as zeros and LSE as −inf, so that the outputs are defined (a few KiB at decode shapes).
+template <class T>
+__global__ void __launch_bounds__(512) read_cache_kernel(const int4* k, const int4* v, long long chunks, T* o,
+                                                         long long o_elements, float* lse, long long rows) {
+  constexpr int kInFlight = 8;
+  const long long first = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  int sum = 0;
+  for (long long i = first; i < 2 * chunks; i += kInFlight * stride) {  // K's chunks, then V's
+    int4 w[kInFlight];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      const long long c = i + j * stride;
+      w[j] = c < chunks ? __ldcs(k + c) : c < 2 * chunks ? __ldcs(v + (c - chunks)) : int4{0, 0, 0, 0};
+    }
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) sum ^= w[j].x ^ w[j].y ^ w[j].z ^ w[j].w;
+  }
+  if (sum == 0x5eed1e55) lse[0] = static_cast<float>(sum);  // never (and overwritten below if it were)
+  for (long long i = first; i < o_elements; i += stride) o[i] = static_cast<T>(0.0f);
+  for (long long i = first; i < rows; i += stride) lse[i] = -INFINITY;
+}
+
 std::int64_t row_tiles(const Problem& p) { return (p.heads / p.kv_heads() * p.seq_q + 15) / 16; }
 
 // A launch's cluster attribute: a row tile's splits, (1, splits, 1) blocks.
@@ -419,6 +446,23 @@ void attention_forward_prefill(const Problem& p, const AttentionInputs& in, cons
 void attention_forward_prefill_repeated(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                         DeviceContext& ctx) {
   with_repeated_heads(p, in, out, ctx, step09::fastest_forward);
+}
+
+void read_cache_only(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  p.require(kSupports);
+  int device = 0, sms = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const long long chunks = p.batch * p.kv_heads() * p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;  // of K, of V
+  const long long rows = p.batch * p.heads * p.seq_q;
+  auto launch = [&]<class T>() {  // 4 blocks of 512 threads per SM: 2048 threads, the SM's limit
+    read_cache_kernel<T><<<4 * sms, 512, 0, ctx.stream>>>(static_cast<const int4*>(in.k.data),
+                                                         static_cast<const int4*>(in.v.data), chunks,
+                                                         out.o.as<T>(), rows * p.dim, out.lse.as<float>(), rows);
+  };
+  if (p.dtype == DType::float16) launch.template operator()<__half>();
+  else launch.template operator()<__nv_bfloat16>();
+  FA_CUDA_CHECK_LAUNCH();
 }
 
 std::string device_refusal(const Problem& p) {

@@ -85,6 +85,12 @@ void attention_forward_split_kv(const Problem& p, const AttentionInputs& in, con
 void attention_forward_one_split(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                  DeviceContext& ctx);
 
+// Not attention: the floor of a decoding step on this GPU, measured. K and V ([B, Hkv, Nk, D], all
+// of it) read once by a plain streaming kernel with every SM full, nothing computed; O written as
+// zeros, LSE as −inf. The stage times it beside the split kernels (variant read_cache, not verified):
+// no decoding step that reads the whole cache can take less.
+void read_cache_only(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
+
 // The previous stage on the same problem: K and V repeated to Hq heads (scratch, counted), then
 // stage 07's forward, which knows no grouped heads. Its time includes the repeat.
 void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,

@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
       "one_split: one chunk, no merge kernel.\n"
       "split_kv_paged: split_kv_block_merge on a paged copy of the cache (pages of --page-size keys in a\n"
       "scattered order, read through a block table; the copy timed apart in split_ms).\n"
+      "read_cache (runs beside every decoding case, like the comparison): not attention, the floor: K and V read\n"
+      "once by a plain streaming kernel (every SM full), nothing computed, O written as zeros; not verified.\n"
       "--prefill (Nq = Nk, a prompt's first pass; default sweep 4k, 16k; --seq-lens L1,L2,..: a packed batch):\n"
       "prefill: stage 09's overlap rung on compute capability 9.0, its K/V tensor maps over B·Hkv heads, query head\n"
       "bh reading K/V head bh / (Hq/Hkv) (stage 07 on K/V repeated to Hq elsewhere);\n"
@@ -122,6 +124,8 @@ int main(int argc, char** argv) {
               p, in, out, ctx, fa::step10::DecodeOptions{.splits = splits, .merge = fa::step10::Merge::block_per_row},
               page_size);
         }));
+    // Not attention: the cache read once and nothing else, the floor measured on this GPU.
+    def.variants.push_back(fa::gpu_variant("10", "read_cache", /*ours=*/false, fa::step10::read_cache_only));
   }
   // The previous stage beside it, same dtype: the chart's comparison and the second opinion.
   def.variants.push_back(fa::gpu_variant("07", "flash", /*ours=*/false, fa::step10::stage07_repeated_heads));

@@ -242,6 +242,23 @@ TEST_CASE("the last block's merge leaves its counters at zero: a third launch on
   CHECK(three.out.lse.to_float() == once.out.lse.to_float());
 }
 
+TEST_CASE("read_cache, the floor: nothing allocated beyond the tensors; O written as 0 and LSE as −inf over poisoned outputs") {
+  skip_without_gpu();
+  std::uint64_t seed = 11000;
+  for (const fa::DType t : kDtypes)
+    for (const std::int64_t nk : {1, 77, 4097}) {  // caches of a 16-byte chunk's multiple, and not
+      const fa::Problem p = decode_problem(3, nk, 128, false, 8, 2, t);
+      INFO(p.describe() << " " << fa::to_string(t));
+      const fa::AttentionData in = fa::make_inputs(p, ++seed, fa::InputKind::normal);
+      const fa::GpuRun r = fa::run_once(p, in, fa::step10::read_cache_only);  // O and LSE poisoned first
+      CHECK(r.extra_bytes == 0);
+      int wrong = 0;
+      for (const float x : r.out.o.to_float()) wrong += !(x == 0.0f);  // NaN counts as wrong
+      for (const float x : r.out.lse.to_float()) wrong += !(x == -INFINITY);
+      CHECK(wrong == 0);
+    }
+}
+
 TEST_CASE("grouped-query prefill against float64, and bitwise equal to the same kernel on K/V repeated to Hq") {
   skip_without_gpu();
   // On compute capability 9.0 this is stage 09's kernel reading K/V head bh / G: the multi-head
