@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """draw_decode_roofline.py — chapter 10's decode roofline: the time of one decoding step against the
 cache's length, beside the floor that memory sets (the cache's bytes over the copy bandwidth measured
-in the same run), from a results file of tools/compare_decode.py.
+in the same run) and the floor measured (stage 10's read_cache row, where the file has one), from a
+results file of tools/compare_decode.py.
 
     draw_decode_roofline.py [RESULTS.json] [--out DIR]
 
 Default input: docs/results/compare_10_decode_h100.json; output DIR/10_decode_roofline.png (default
 DIR: docs/figures). One panel per batch size in the file: stage 10's rows (split_kv and two of its
-merges, one_split) and PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log; the floor
+merges, one_split, read_cache) and PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log; the floor
 is K and V read once, 2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one
 line on a file that is not such a results file.
 """
@@ -22,6 +23,7 @@ STYLE = {  # variant: (label, colour, marker)
     "split_kv_block_merge": ("stage 10 split_kv_block_merge", "C4", "^"),
     "split_kv_cluster_merge": ("stage 10 split_kv_cluster_merge (Hopper)", "C3", "*"),
     "one_split": ("stage 10 one_split (no split)", "C1", "v"),
+    "read_cache": ("read_cache: the cache read once, no attention (the floor, measured)", "C9", "x"),
     "sdpa_flash": ("PyTorch FA2 (sdpa_flash)", "0.0", "s"),
     "sdpa_cudnn": ("cuDNN (sdpa_cudnn)", "0.45", "D"),
 }
