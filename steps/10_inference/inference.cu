@@ -60,7 +60,8 @@ static_assert(kMaxSplits <= 128, "merge_block_per_row_kernel keeps one weight pe
 
 // The floor of a decoding step, measured (variant read_cache): K and V read once, the bytes the
 // roofline counts, and nothing computed. 16-byte loads, kInFlight of them issued before any is
-// used, every SM full (see read_cache_only); the loads stream past L1 (__ldcs). The sum is stored
+// used, every SM as full as its registers allow, in one wave (read_cache_only); the loads stream
+// past L1 (__ldcs). The sum is stored
 // only if it equals a constant it never does: without a use, the compiler would drop the loads.
 // O is written as zeros and LSE as −inf, so that the outputs are defined (a few KiB at decode shapes).
 template <class T>
@@ -455,8 +456,16 @@ void read_cache_only(const Problem& p, const AttentionInputs& in, const Attentio
   FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const long long chunks = p.batch * p.kv_heads() * p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;  // of K, of V
   const long long rows = p.batch * p.heads * p.seq_q;
-  auto launch = [&]<class T>() {  // 4 blocks of 512 threads per SM: 2048 threads, the SM's limit
-    read_cache_kernel<T><<<4 * sms, 512, 0, ctx.stream>>>(static_cast<const int4*>(in.k.data),
+  if (!aligned16(in.k.data) || !aligned16(in.v.data))
+    throw UsageError("stage 10 read_cache: K and V must be 16-byte aligned (the kernel reads 16-byte chunks)");
+  // As many blocks as the GPU holds at once, and no more: at 43 registers a thread, 2 blocks of 512
+  // threads an SM, each thread with 8 loads (128 bytes) in flight, 128 KiB an SM. A larger grid
+  // (a first version had 4 blocks an SM) runs its extra blocks as a second wave after the first:
+  // two round trips to memory where one does.
+  auto launch = [&]<class T>() {
+    int per_sm = 0;
+    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_cache_kernel<T>, 512, 0));
+    read_cache_kernel<T><<<std::max(per_sm, 1) * sms, 512, 0, ctx.stream>>>(static_cast<const int4*>(in.k.data),
                                                          static_cast<const int4*>(in.v.data), chunks,
                                                          out.o.as<T>(), rows * p.dim, out.lse.as<float>(), rows);
   };
