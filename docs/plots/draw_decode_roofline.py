@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """draw_decode_roofline.py — chapter 10's decode roofline: the time of one decoding step against the
 cache's length, beside the floor that memory sets (the cache's bytes over the copy bandwidth measured
-in the same run) and the floor measured (stage 10's read_cache row, where the file has one), from a
+in the same run) and a plain read of the cache measured (stage 10's read_cache row, where the file has one), from a
 results file of tools/compare_decode.py.
 
     draw_decode_roofline.py [RESULTS.json] [--out DIR]
@@ -23,7 +23,7 @@ STYLE = {  # variant: (label, colour, marker)
     "split_kv_block_merge": ("stage 10 split_kv_block_merge", "C4", "^"),
     "split_kv_cluster_merge": ("stage 10 split_kv_cluster_merge (Hopper)", "C3", "*"),
     "one_split": ("stage 10 one_split (no split)", "C1", "v"),
-    "read_cache": ("read_cache: the cache read once, no attention (the floor, measured)", "C9", "x"),
+    "read_cache": ("read_cache: the cache read once, no attention", "C9", "x"),
     "sdpa_flash": ("PyTorch FA2 (sdpa_flash)", "0.0", "s"),
     "sdpa_cudnn": ("cuDNN (sdpa_cudnn)", "0.45", "D"),
 }
