@@ -85,10 +85,11 @@ void attention_forward_split_kv(const Problem& p, const AttentionInputs& in, con
 void attention_forward_one_split(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                  DeviceContext& ctx);
 
-// Not attention: the floor of a decoding step on this GPU, measured. K and V ([B, Hkv, Nk, D], all
-// of it) read once by a plain streaming kernel with every SM full, nothing computed; O written as
-// zeros, LSE as −inf. The stage times it beside the split kernels (variant read_cache, not verified):
-// no decoding step that reads the whole cache can take less.
+// Not attention: what reading the cache alone costs on this GPU, measured. K and V ([B, Hkv, Nk, D],
+// all of it) read once by a plain streaming kernel (one wave of as many blocks as fit, eight 16-byte
+// loads in flight per thread), nothing computed; O written as zeros, LSE as −inf. The stage times it
+// beside the split kernels (variant read_cache, not verified): the floor that a decoding step,
+// which reads the same bytes and does more, is measured against.
 void read_cache_only(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
 
 // The previous stage on the same problem: K and V repeated to Hq heads (scratch, counted), then

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       "split_kv_paged: split_kv_block_merge on a paged copy of the cache (pages of --page-size keys in a\n"
       "scattered order, read through a block table; the copy timed apart in split_ms).\n"
       "read_cache (runs beside every decoding case, like the comparison): not attention, the floor: K and V read\n"
-      "once by a plain streaming kernel (every SM full), nothing computed, O written as zeros; not verified.\n"
+      "once by a plain streaming kernel (one wave, as many blocks as fit), nothing computed, O = 0; not verified.\n"
       "--prefill (Nq = Nk, a prompt's first pass; default sweep 4k, 16k; --seq-lens L1,L2,..: a packed batch):\n"
       "prefill: stage 09's overlap rung on compute capability 9.0, its K/V tensor maps over B·Hkv heads, query head\n"
       "bh reading K/V head bh / (Hq/Hkv) (stage 07 on K/V repeated to Hq elsewhere);\n"
