@@ -7,8 +7,9 @@
 # PARTS (default: all of them) picks what runs, in this order: tests, prefill (grouped and packed,
 # with the sanitizers), stage09 (before and after; needs BASELINE_BUILD_DIR), splits (the number of
 # splits at batch 1 with each merge, and the sanitizers on the two one-launch merges), profile
-# (Nsight Compute on the split kernel at 8k keys), decode (the comparison beside PyTorch, the
-# longest step).
+# (Nsight Compute on the split kernel at 8k keys), floor (read_cache, the plain read of the cache,
+# beside the cluster merge at batch 1, three rounds, and a run of read_cache under memcheck), decode
+# (the comparison beside PyTorch, the longest step).
 # SKIP_DECODE=1 is PARTS without decode. STEP_TIMEOUT=S stops any one step after S seconds (its log
 # so far still goes into the bundle).
 # BASELINE_BUILD_DIR: a build of the commit before stage 09's kernels took grouped heads (its
@@ -18,7 +19,7 @@ b=$1 bundle=$2/step10_device_check.tgz base=${3:-} commit=${4:-unknown}
 out=$b/device_check_10
 rm -rf $out && mkdir -p $out
 exe=$b/steps/10_inference/step10_inference
-parts=${PARTS:-tests prefill stage09 splits profile decode}
+parts=${PARTS:-tests prefill stage09 splits profile floor decode}
 [ -n "${SKIP_DECODE:-}" ] && parts=${parts//decode/}
 want() { [[ " $parts " == *" $1 "* ]]; }
 source "$(dirname "$0")/../../tools/device_step.sh"  # run NAME COMMAND...: one step, its log, the bundle
@@ -90,6 +91,16 @@ if want profile; then
     grep -E "^\s+(Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Stall Long Scoreboard|Registers Per Thread)\s" \
         $out/ncu_decode_$splits.log | awk '{$1=$1};1' | tr '\n' ';'; echo
   done
+fi
+# The floor: read_cache runs beside every decoding case; three rounds of the fastest merge at batch 1
+# give it three times per cache length, in the same process as the step it bounds.
+if want floor; then
+  for round in 1 2 3; do
+    run floor_$round $exe --variant split_kv_cluster_merge --sweep 8k,16k,32k,128k --reps 50 --no-verify \
+        --json $out/step10_floor_$round.json
+  done
+  run memcheck_read_cache compute-sanitizer --tool memcheck $exe --variant one_split --sweep 1,77,4097 --heads 8 \
+      --heads-kv 2 --seq-q 3 --batch 2 --reps 1 --warmup 0
 fi
 # Decoding beside PyTorch, every merge (the JSON the chapter's figures come from): batch 1 up to 128k
 # keys, then batch 16 up to 32k (at 128k its stage 07 comparison on repeated heads alone needs 34 GB
