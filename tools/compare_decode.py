@@ -17,7 +17,7 @@ Per case (every batch × every cache length), in one process and one run:
   * the stage: EXE --batch B --heads Hq --heads-kv Hkv --seq-q Nq --seq-k Nk --dim D --dtype T
     --reps R --warmup W --json FILE, its rows merged unchanged (it draws and verifies its own inputs:
     float64 on sampled rows and stage 07 on every row, the course's rules). Among them "read_cache":
-    not attention but the floor, K and V read once by a plain kernel, timed alike.
+    not attention but a plain read of the cache (K and V once), timed alike, and not checked.
 Times: the stage's harness and this script time alike: before each timed call 2 × L2 bytes are
 read (the L2 cache flushed: a cache of 8k keys, 32 MiB, would otherwise be read from L2, not
 memory; read, not written, so that no dirty lines are written back inside the timed call), then
@@ -236,7 +236,7 @@ def main(argv=None):
                     note("%s: O against float64 (PyTorch's error as the plain one): %s, max abs %.3g "
                                    "(allowed %.3g + %.3g·|ref|)" % (name, "ok" if ok else "FAILED", verdict["max_abs"],
                                                                    verdict["atol"], verdict["rtol"]))
-                    for row in stage_rows:  # the rows it verified (not read_cache, the floor: no attention)
+                    for row in stage_rows:  # the rows it verified (not read_cache: no attention)
                         if row.get("stage") == "10" and row.get("status") == "ok" and row.get("verified"):
                             row["vs_pytorch"] = cp.json_safe({"ok": ok, "max_abs": verdict["max_abs"],
                                                               "atol": verdict["atol"], "rtol": verdict["rtol"]})

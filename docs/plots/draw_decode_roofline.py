@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """draw_decode_roofline.py — chapter 10's decode roofline: the time of one decoding step against the
 cache's length, beside the floor that memory sets (the cache's bytes over the copy bandwidth measured
-in the same run) and a plain read of the cache measured (stage 10's read_cache row, where the file has one), from a
-results file of tools/compare_decode.py.
+in the same run) and a plain read of the cache (stage 10's read_cache row, where the file has one),
+from a results file of tools/compare_decode.py.
 
     draw_decode_roofline.py [RESULTS.json] [--out DIR]
 
 Default input: docs/results/compare_10_decode_h100.json; output DIR/10_decode_roofline.png (default
 DIR: docs/figures). One panel per batch size in the file: stage 10's rows (split_kv and two of its
-merges, one_split, read_cache) and PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log; the floor
-is K and V read once, 2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one
+merges, one_split, read_cache) and PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log;
+the floor is K and V read once, 2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one
 line on a file that is not such a results file.
 """
 import argparse

@@ -138,7 +138,7 @@ __device__ __forceinline__ void position_range(int r0, int n, int seq_q, int& lo
   }
 }
 
-// One output element of a merge: Σ_s weight[s] · part[s · stride] over the splits (split s's O_s
+// One output element of merge_block_per_row_kernel: Σ_s weight[s] · part[s · stride] over the splits (split s's O_s
 // element, each weighted by split_merge.hpp's part_weight), four loads in flight at a time instead
 // of a chain of dependent ones. Read through L2 (__ldcg): the parts were written by other blocks.
 __device__ __forceinline__ float sum_over_splits(const float* part, std::int64_t stride, const float* weight,
@@ -156,8 +156,8 @@ __device__ __forceinline__ float sum_over_splits(const float* part, std::int64_t
 
 // Merge::last_block, called by every block of the split kernel after it wrote its partial rows. The
 // block counts itself on its row tile's counter; the one that counts last (all the others' partials
-// written and fenced) merges the tile's rows over every split, as merge_block_per_row_kernel does
-// for one row, and sets the counter back to 0 for the next launch. The others return. No block
+// written and fenced) merges the tile's rows over every split by split_merge.hpp's rule, and sets the
+// counter back to 0 for the next launch. The others return. No block
 // waits for another, so the order in which the GPU runs them does not matter.
 //   release: each thread fences its partial stores before the block counts (__threadfence, then
 //            the barrier, then one atomicAdd);

@@ -58,12 +58,12 @@ static_assert(StageConfig<128>::kMaxClusterSplits == kMaxClusterSplits,
               "the kernel's table of split LSEs holds as many splits as a cluster may have");
 static_assert(kMaxSplits <= 128, "merge_block_per_row_kernel keeps one weight per split in 128 floats");
 
-// The floor of a decoding step, measured (variant read_cache): K and V read once, the bytes the
-// roofline counts, and nothing computed. 16-byte loads, kInFlight of them issued before any is
-// used, every SM as full as its registers allow, in one wave (read_cache_only); the loads stream
-// past L1 (__ldcs). The sum is stored
-// only if it equals a constant it never does: without a use, the compiler would drop the loads.
-// O is written as zeros and LSE as −inf, so that the outputs are defined (a few KiB at decode shapes).
+// A plain read of the cache, what a decoding step is measured against (variant read_cache): K and V
+// read once, the bytes the roofline counts, and nothing computed. 16-byte loads, kInFlight of them
+// issued before any is used, in one wave of as many blocks as fit (read_cache_only); the loads
+// stream past L1 (__ldcs). The sum is stored only if it equals a constant it never does: without a
+// use, the compiler would drop the loads. O is written as zeros and LSE as −inf, so that the
+// outputs are defined (a few KiB at decode shapes).
 template <class T>
 __global__ void __launch_bounds__(512) read_cache_kernel(const int4* k, const int4* v, long long chunks, T* o,
                                                          long long o_elements, float* lse, long long rows) {
@@ -451,23 +451,19 @@ void attention_forward_prefill_repeated(const Problem& p, const AttentionInputs&
 
 void read_cache_only(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
   p.require(kSupports);
-  int device = 0, sms = 0;
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const long long chunks = p.batch * p.kv_heads() * p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;  // of K, of V
   const long long rows = p.batch * p.heads * p.seq_q;
   if (!aligned16(in.k.data) || !aligned16(in.v.data))
     throw UsageError("stage 10 read_cache: K and V must be 16-byte aligned (the kernel reads 16-byte chunks)");
-  // As many blocks as the GPU holds at once, and no more: at 43 registers a thread, 2 blocks of 512
-  // threads an SM, each thread with 8 loads (128 bytes) in flight, 128 KiB an SM. A larger grid
-  // (a first version had 4 blocks an SM) runs its extra blocks as a second wave after the first:
-  // two round trips to memory where one does.
+  // As many blocks as the GPU holds at once, and no more (resident_blocks): at 43 registers a
+  // thread, 2 blocks of 512 threads an SM, each thread with 8 loads (128 bytes) in flight, 128 KiB
+  // an SM. A larger grid (a first version had 4 blocks an SM) runs its extra blocks as a second wave
+  // after the first: two round trips to memory where one does.
   auto launch = [&]<class T>() {
-    int per_sm = 0;
-    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_cache_kernel<T>, 512, 0));
-    read_cache_kernel<T><<<std::max(per_sm, 1) * sms, 512, 0, ctx.stream>>>(static_cast<const int4*>(in.k.data),
-                                                         static_cast<const int4*>(in.v.data), chunks,
-                                                         out.o.as<T>(), rows * p.dim, out.lse.as<float>(), rows);
+    const auto blocks = static_cast<unsigned>(resident_blocks<read_cache_kernel<T>, 512, 0>());
+    read_cache_kernel<T><<<blocks, 512, 0, ctx.stream>>>(static_cast<const int4*>(in.k.data),
+                                                        static_cast<const int4*>(in.v.data), chunks, out.o.as<T>(),
+                                                        rows * p.dim, out.lse.as<float>(), rows);
   };
   if (p.dtype == DType::float16) launch.template operator()<__half>();
   else launch.template operator()<__nv_bfloat16>();
