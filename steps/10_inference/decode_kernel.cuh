@@ -18,7 +18,8 @@
 //   3. Within a block the warps split the keys again: each warp owns the same 16 rows and takes every
 //      kWarps-th key tile of the block's chunk, with its own K/V buffers and cp.async pipeline
 //      (no __syncthreads in the loop, only __syncwarp). At the end the warps' (m, l, Õ) are merged in
-//      shared memory by the same rule as the splits, in base 2.
+//      shared memory by the same rule as the splits, in base 2 (the cluster merge skips this step:
+//      there each warp is a part of its own).
 //
 //   The merge of the splits, the four rungs of inference.cuh's Merge:
 //     warp_per_row, block_per_row: a second kernel reads the partials from global memory
@@ -26,8 +27,8 @@
 //     last_block: no second kernel: each block counts itself done on its row tile's counter, and
 //       the block that counts last merges the tile's rows over every split (merge_tile_splits);
 //     cluster (Hopper): no second kernel and no partials in global memory: the splits of a row
-//       tile are one thread-block cluster, each keeps its (O_s, LSE_s) rows in shared memory, and
-//       after a cluster barrier they read each other's (merge_cluster_splits).
+//       tile are one thread-block cluster, and every warp sends its part of the result into the
+//       shared memory of the blocks that merge it (open_inbox, send_to_owners, merge_inbox).
 //   A paged cache (block_table): K and V rows come from pool pages named by a block table, as serving
 //   engines keep their caches; only the address of a key tile's first row changes (kv_row below).
 //
@@ -41,6 +42,7 @@
 #pragma once
 
 #include <cooperative_groups.h>
+#include <cuda/ptx>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -100,13 +102,22 @@ struct DecodeConfig {
   // on an H100, docs/10_inference.md).
   static constexpr int kMergeStride = D + 8;
   static constexpr int kMergeBytes = kWarps * kRows * (kMergeStride + 2) * 4;
-  // Merge::cluster: after the warps' merge, the block's own (O_s, LSE_s) rows and a table of every
-  // split's LSE for them, also in the K/V buffers. A cluster holds at most kMaxClusterSplits blocks.
+  // Merge::cluster: each block's inbox, after Q and the warps' buffers (no copy ever lands there, so
+  // the other blocks of the cluster may write into it while this one still reads keys). Every warp
+  // of every split is a source; a row tile's (row, 8-column group) pairs are shared out round robin
+  // over the splits, and a block's inbox holds, per source, its pairs' 8 floats of O_w (at most
+  // ⌈pairs / splits⌉ of them, the bound below for any splits) and per source and row LSE_w, after
+  // the mbarrier that counts the bytes in. Only the cluster launch asks for these bytes
+  // (kClusterSmemBytes); the other merges launch with kSmemBytes.
   static constexpr int kMaxClusterSplits = 16;
-  static constexpr int kClusterBytes = (kRows * D + kRows + kRows * kMaxClusterSplits) * 4;
+  static constexpr int kPairs = kRows * (D / 8);
+  static constexpr int kInboxFloats = kWarps * (kPairs + kMaxClusterSplits - 1) * 8;
+  static constexpr int kInboxLseFloats = kWarps * kMaxClusterSplits * kRows;
   static constexpr int kSmemBytes = QTile::kElements * 2 + kWarps * kWarpBytes;
-  static_assert(kMergeBytes + kClusterBytes <= kWarps * kWarpBytes,
-                "the warps' merge and the cluster's merge must fit in the warps' K/V buffers");
+  static constexpr int kClusterSmemBytes = kSmemBytes + (kInboxFloats + kInboxLseFloats) * 4 + 8;
+  static_assert(kMergeBytes <= kWarps * kWarpBytes, "the warps' merge must fit in the warps' K/V buffers");
+  static_assert(kThreads == 128, "the inbox's merge gives each of 16 rows 8 threads");
+  static_assert(kWarps % 4 == 0, "the inbox's merge sums its W·splits sources four at a time");
   static_assert(kWarps * D >= 128, "the last block's merge keeps 16 rows x 128 split weights in the warps' Õ");
   static_assert(kBc * (D / 8) % 32 == 0, "a warp copies whole 16-byte chunks of a K/V tile, the same count per lane");
 };
@@ -240,45 +251,179 @@ __device__ __forceinline__ void merge_tile_splits(const DecodeArgs<T>& a, float*
   }
 }
 
-// Merge::cluster, called by every block of the split kernel once its (O_s, LSE_s) rows are in its
-// shared memory (block_o [16][D], block_lse [16]). The splits of this row tile are the blocks of
-// one cluster, rank s = split s (cluster (1, splits, 1) on a grid whose y is the splits), so the
-// partials never leave the chip:
-//   1. cluster barrier: every split's rows written (barrier.cluster orders shared-memory writes
-//      before it for every block of the cluster after it);
-//   2. each block copies every split's LSE of the tile's rows into its own lse_table [16][splits]
-//      (distributed shared memory: map_shared_rank turns a local shared address into rank s's);
-//   3. the tile's rows·D elements are shared out over all the cluster's threads; each sums its
-//      column over the splits from their shared memory, weighted by split_merge.hpp's rule;
-//   4. a second cluster barrier: no block exits while another may still read its shared memory.
+// Merge::cluster: the splits of a row tile are the blocks of one thread-block cluster (rank s =
+// split s, cluster (1, splits, 1) on a grid whose y is the splits), and the partial results never
+// leave the chip. Every warp of every split is a part of its own, (O_w, LSE_w) for its keys, and
+// sends it straight to the blocks that merge it; there is no merge of the warps within a block
+// first, and no block waits for the others at a barrier:
+//   1. at its start each block readies its inbox: an mbarrier that expects the bytes every source
+//      will send it, then a cluster barrier's arrive (its wait, before the first send, only makes
+//      sure every block's mbarrier exists; by then every block has long arrived);
+//   2. after its keys each warp sends its pieces with st.async: 8 bytes to the owner's inbox, the
+//      owner's mbarrier counting them (a pair (row, 8-column group) of the row tile belongs to
+//      block pair mod splits), and its rows' LSE_w to every block;
+//   3. each block waits on its own mbarrier until every source's bytes have landed, merges its pairs
+//      by split_merge.hpp's rule over the W·splits parts, and writes them to O (and LSE);
+//   4. before it exits, a cluster barrier: every block's sends have been issued, so no block leaves
+//      with a store to another still unissued (an inbox is written only while its block waits for
+//      it). Left out, and with the first wait moved to the kernel's start, the step ran within
+//      0.1 µs of this on an H100: the barriers cost nothing here, so they stay where they are plainest.
+// The first version (docs/10_inference.md) merged the warps in each block, wrote (O_s, LSE_s) to
+// its shared memory, and after a cluster barrier each block read every split's rows through
+// distributed shared memory, with a second barrier before exiting: 1.2-1.4 µs slower per step on an
+// H100 (docs/results/step10_push_h100/ab_runs.txt).
 // Compiled for compute capability 9.0 only; the host never launches a cluster below it.
-template <class T, class C>
-__device__ __forceinline__ void merge_cluster_splits(const DecodeArgs<T>& a, float* block_o, float* block_lse,
-                                                     float* lse_table, std::int64_t row_base, int rows_here) {
+template <class C>
+struct Inbox {
+  std::uint64_t* bytes;  // the mbarrier: one arrival (the block's own) plus every byte sent here
+  float* o;              // [source][slot][8]: source = split·W + warp, slot = pair / splits
+  float* lse;            // [source][16]: LSE_w of each row; the merge overwrites it with the weights
+  __device__ explicit Inbox(unsigned char* smem) {
+    unsigned char* at = smem + C::QTile::kElements * 2 + C::kWarps * C::kWarpBytes;
+    bytes = reinterpret_cast<std::uint64_t*>(at);
+    o = reinterpret_cast<float*>(at + 8);
+    lse = o + C::kInboxFloats;
+  }
+};
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int D = C::D;
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int splits = a.splits, rank = static_cast<int>(cluster.block_rank());
-  cluster.sync();  // 1.
-  for (int i = threadIdx.x; i < rows_here * splits; i += C::kThreads) {  // 2.
-    const int row = i / splits, s = i % splits;
-    lse_table[i] = cluster.map_shared_rank(block_lse, s)[row];
+// The address of `local` (this block's shared memory) in block `rank` of the cluster.
+__device__ __forceinline__ std::uint32_t in_rank(const void* local, int rank) {
+  std::uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(local))), "r"(rank));
+  return remote;
+}
+// st.async: store to another block's shared memory, completing `bytes` on its mbarrier there.
+// (CCCL's cuda::ptx::st_async takes generic pointers; these take the mapped addresses.)
+__device__ __forceinline__ void send(std::uint32_t to, float x, std::uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(to), "f"(x), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void send(std::uint32_t to, float x, float y, std::uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(to), "f"(x),
+               "f"(y), "r"(bar)
+               : "memory");
+}
+#endif
+
+// The pairs (row, 8-column group) of the tile's rows_here rows that block `split` owns, and the
+// slots per source of each inbox.
+__device__ __forceinline__ int owned_pairs(int pairs, int split, int splits) { return (pairs - split + splits - 1) / splits; }
+
+// 1. One thread: the mbarrier, and the bytes it waits for (every source's LSE_w of each row, and
+// its 8 floats of each owned pair). Then every thread arrives on the cluster barrier.
+template <class C>
+__device__ __forceinline__ void open_inbox(const Inbox<C>& inbox, int split, int splits, int rows_here) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0) {
+    const int owned = owned_pairs(rows_here * (C::D / 8), split, splits), sources = splits * C::kWarps;
+    cuda::ptx::mbarrier_init(inbox.bytes, 1);
+    cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+                                         inbox.bytes, static_cast<std::uint32_t>(sources * (rows_here + 8 * owned) * 4));
+    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);  // seen by the cluster
+  }
+  cuda::ptx::barrier_cluster_arrive(cuda::ptx::sem_relaxed);
+#else
+  (void)inbox, (void)split, (void)splits, (void)rows_here;
+  __trap();
+#endif
+}
+
+// 2. A warp's (m, l, Õ) of its rows g and g + 8 (stage 07's fragments) as (O_w, LSE_w), sent. LSE_w
+// travels in base 2 (m·τlog2e + log2 l), as the warps' own online softmax keeps it, so that the
+// merge needs only the hardware's ex2 and lg2 (MUFU), no expf or logf.
+template <class C>
+__device__ __forceinline__ void send_to_owners(const Inbox<C>& inbox, const float (&o)[C::D / 8][4], const float (&m)[2],
+                                               const float (&l)[2], float scale_log2, int split, int splits,
+                                               int rows_here) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int DT = C::D / 8;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, source = split * C::kWarps + threadIdx.x / 32;
+  const int slots = (rows_here * DT + splits - 1) / splits;
+  float lse2[2], inv_l[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l_row = step07::group_sum(l[r]);
+    lse2[r] = l_row > 0.0f ? fmaf(m[r], scale_log2, __log2f(l_row)) : -INFINITY;  // a warp without keys weighs 0
+    inv_l[r] = l_row > 0.0f ? __frcp_rn(l_row) : 0.0f;
+  }
+  cuda::ptx::barrier_cluster_wait();  // every block's mbarrier is initialized
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    if (row >= rows_here) continue;
+    int owner = row * DT % splits, slot = row * DT / splits;  // of pair (row, 0); then one pair further a step
+#pragma unroll
+    for (int dn = 0; dn < DT; ++dn) {  // lane t: columns 8·dn + 2t, 2t + 1 of the pair (row, dn)
+      send(in_rank(inbox.o + (source * slots + slot) * 8 + 2 * t, owner), o[dn][2 * r] * inv_l[r],
+           o[dn][2 * r + 1] * inv_l[r], in_rank(inbox.bytes, owner));
+      if (++owner == splits) owner = 0, ++slot;
+    }
+    for (int to = t; to < splits; to += 4)  // every block weighs this source on every row
+      send(in_rank(inbox.lse + source * C::kRows + row, to), lse2[r], in_rank(inbox.bytes, to));
+  }
+  cuda::ptx::barrier_cluster_arrive(cuda::ptx::sem_relaxed);  // 4., this block's sends issued
+#else
+  (void)inbox, (void)o, (void)m, (void)l, (void)scale_log2, (void)split, (void)splits, (void)rows_here;
+  __trap();
+#endif
+}
+
+// 3. and 4.: the block's pairs merged over every source, once the bytes are in. This is a chain of
+// dependent steps on one block while the GPU waits, so it is written for latency: every load of a
+// step issued before its first use, base 2 throughout, four partial sums.
+template <class T, class C>
+__device__ __forceinline__ void merge_inbox(const DecodeArgs<T>& a, const Inbox<C>& inbox, int split, int rows_here,
+                                            std::int64_t row_base) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int DT = C::D / 8, kPerThread = C::kWarps * C::kMaxClusterSplits / 8;
+  const int splits = a.splits, sources = splits * C::kWarps, pairs = rows_here * DT;
+  const int slots = (pairs + splits - 1) / splits;
+  while (!cuda::ptx::mbarrier_try_wait_parity(inbox.bytes, 0u)) {
+  }
+  {  // Each row's LSE over the sources, and each source's weight in place of its LSE_w: 8 threads a
+     // row, each with up to kPerThread sources (split_merge.hpp's rule, in base 2).
+    const int row = threadIdx.x / 8, j = threadIdx.x % 8;
+    const bool real = row < rows_here;
+    float* lse_s = inbox.lse + row;  // source s at lse_s[s · 16]
+    float x[kPerThread];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const int s = j + 8 * k;
+      x[k] = real && s < sources ? lse_s[s * C::kRows] : -INFINITY;
+      mx = fmaxf(mx, x[k]);
+    }
+#pragma unroll
+    for (int offset = 4; offset > 0; offset /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) sum += mx == -INFINITY ? 0.0f : ptx::ex2(x[k] - mx);  // ex2(−inf) = 0
+#pragma unroll
+    for (int offset = 4; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    const float lse2 = mx == -INFINITY ? -INFINITY : mx + __log2f(sum);
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k)
+      if (const int s = j + 8 * k; real && s < sources) lse_s[s * C::kRows] = lse2 == -INFINITY ? 0.0f : ptx::ex2(x[k] - lse2);
+    if (real && j == 0 && row * DT % splits == split)  // by the owner of pair (row, 0), in natural log
+      a.lse[row_base + row] = lse2 * static_cast<float>(M_LN2);
   }
   __syncthreads();
-  for (int e = rank * C::kThreads + threadIdx.x; e < rows_here * D; e += splits * C::kThreads) {  // 3.
-    const int row = e / D, d = e % D;
-    const float* lse_s = lse_table + row * splits;
-    const float lse = merged_lse(lse_s, splits, 1);
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int s = 0; s < splits; ++s) acc += part_weight(lse_s[s], lse) * cluster.map_shared_rank(block_o, s)[row * D + d];
-    a.o[(row_base + row) * D + d] = static_cast<T>(acc);
-    if (d == 0) a.lse[row_base + row] = lse;
+  for (int i = threadIdx.x; i < owned_pairs(pairs, split, splits) * 8; i += C::kThreads) {
+    const int slot = i / 8, c = i % 8, pair = split + slot * splits, row = pair / DT;
+    const float* weight = inbox.lse + row;
+    const float* part = inbox.o + slot * 8 + c;
+    float acc[4] = {};
+    for (int s = 0; s < sources; s += 4)  // sources = W·splits, a multiple of 4
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[k] += weight[(s + k) * C::kRows] * part[(s + k) * slots * 8];
+    a.o[(row_base + row) * C::D + 8 * (pair % DT) + c] = static_cast<T>((acc[0] + acc[1]) + (acc[2] + acc[3]));
   }
-  cluster.sync();  // 4.
+  cuda::ptx::barrier_cluster_wait();  // 4.
 #else
-  (void)a, (void)block_o, (void)block_lse, (void)lse_table, (void)row_base, (void)rows_here;
+  (void)a, (void)inbox, (void)split, (void)rows_here, (void)row_base;
   __trap();
 #endif
 }
@@ -330,6 +475,9 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
     warp_copy_tile<KVTile, Bc, D>(stage, a.k + at, 0, n_keys - key0, lane);
     warp_copy_tile<KVTile, Bc, D>(stage + C::kTileBytes, a.v + at, 0, n_keys - key0, lane);
   };
+
+  const Inbox<C> inbox(smem);  // Merge::cluster
+  if (a.cluster_merge) open_inbox(inbox, split, a.splits, rows_here);
 
   // The copies: Q by the whole block (one group), then each warp's first S tiles (one group each;
   // empty groups where the warp has fewer, so that the waits below count alike).
@@ -415,6 +563,12 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
     ptx::cp_async_commit();
   }
 
+  if (a.cluster_merge) {
+    send_to_owners(inbox, o, m, l, a.scale_log2, split, a.splits, rows_here);
+    merge_inbox(a, inbox, split, rows_here, row_base);
+    return;
+  }
+
   // The warps' merge. Each writes its rows' raw max m, sum l and unnormalized Õ into what were its
   // K/V buffers (every copy has landed and every warp has left its loop: the wait, the barrier).
   ptx::cp_async_wait<0>();
@@ -423,9 +577,6 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   float* merge_o = reinterpret_cast<float*>(smem + QTile::kElements * sizeof(T));  // [W][16][MS]
   float* merge_m = merge_o + W * C::kRows * MS;                                     // [W][16]
   float* merge_l = merge_m + W * C::kRows;                                          // [W][16]
-  float* block_o = merge_l + W * C::kRows;     // Merge::cluster: this split's O_s [16][D], LSE_s [16],
-  float* block_lse = block_o + C::kRows * D;   // and every split's LSE_s of the tile's rows
-  float* lse_table = block_lse + C::kRows;     // [16][splits]
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = g + 8 * r;
@@ -463,9 +614,6 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
     if (a.splits == 1) {
       a.o[row_index * D + d] = static_cast<T>(out);
       if (d == 0) a.lse[row_index] = lse;
-    } else if (a.cluster_merge) {
-      block_o[row * D + d] = out;
-      if (d == 0) block_lse[row] = lse;
     } else {
       const std::int64_t part = split * a.rows + row_index;
       a.o_part[part * D + d] = out;
@@ -474,7 +622,6 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   }
   if (a.splits > 1 && a.tile_counters != nullptr)
     merge_tile_splits<T, C>(a, merge_o, row_base, rows_here, a.tile_counters + blockIdx.x * gridDim.z + blockIdx.z);
-  if (a.splits > 1 && a.cluster_merge) merge_cluster_splits<T, C>(a, block_o, block_lse, lse_table, row_base, rows_here);
 }
 
 // The merge of the splits: one warp per query row, (O_s, LSE_s) of every split into O and LSE by

@@ -133,7 +133,7 @@ template <class T, int D>
 int cluster_capacity_at(int splits) {
   using C = StageConfig<D>;
   if (splits < 1 || splits > kMaxClusterSplits) return 0;
-  return clusters_at_once<flash_decode_kernel<T, C>, C::kThreads, C::kSmemBytes>(splits);
+  return clusters_at_once<flash_decode_kernel<T, C>, C::kThreads, C::kClusterSmemBytes>(splits);
 }
 
 // Merge::cluster's refusals, one line each: thread-block clusters need compute capability 9.0, and
@@ -153,10 +153,12 @@ void require_clusters(int splits) {
 }
 
 // Blocks of kernel the GPU runs at once (SMs × blocks per SM), measured by the occupancy API.
-template <auto kernel, int threads, int smem>
+// opt_in: the most shared memory any launch of kernel asks for (opting in with less would lower
+// the kernel's limit for them).
+template <auto kernel, int threads, int smem, int opt_in = smem>
 std::int64_t resident_blocks() {
   static const std::int64_t slots = [] {
-    opt_in_shared_memory_once<kernel, smem>();
+    opt_in_shared_memory_once<kernel, opt_in>();
     int per_sm = 0;
     FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
     return static_cast<std::int64_t>(std::max(per_sm, 1)) * query_device().sm_count;
@@ -173,7 +175,7 @@ DecodePlan plan_for(const Problem& p, int splits, Merge merge) {
   DecodePlan plan;
   plan.key_tile = C::kBc;
   plan.blocks = p.batch * p.kv_heads() * row_tiles(p);
-  plan.slots = resident_blocks<flash_decode_kernel<T, C>, C::kThreads, C::kSmemBytes>();
+  plan.slots = resident_blocks<flash_decode_kernel<T, C>, C::kThreads, C::kSmemBytes, C::kClusterSmemBytes>();
   const std::int64_t key_tiles = (p.seq_k + C::kBc - 1) / C::kBc;
   // A chunk holds at least two tiles per warp: fewer, and the block's start (Q, the first copies)
   // and end (the warps' merge, the partial write) outweigh its keys.
@@ -205,13 +207,14 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
             const DecodeOptions& options) {
   using C = StageConfig<D>;
   constexpr auto kernel = flash_decode_kernel<T, C>;
-  check_launch(p, in, out, C::kSmemBytes);
   if (options.splits < 0 || options.splits > kMaxSplits)
     throw UsageError("stage 10 decode: splits must be in 1.." + std::to_string(kMaxSplits) + " (0: chosen)");
   const Merge merge = resolved(options.merge);
   if (merge == Merge::cluster) require_clusters<T, D>(options.splits);
   const DecodePlan plan = plan_for<T, D>(p, options.splits, merge);
   const bool cluster_merges = plan.splits > 1 && merge == Merge::cluster;
+  const int smem = cluster_merges ? C::kClusterSmemBytes : C::kSmemBytes;  // the cluster merge's inbox
+  check_launch(p, in, out, smem);
   const long long rows = p.batch * p.heads * p.seq_q;
   DecodeArgs<T> a{};
   a.q = in.q.as<T>();
@@ -248,7 +251,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   a.scale_log2 = a.scale * static_cast<float>(M_LOG2E);
   a.causal = p.causal;
 
-  opt_in_shared_memory_once<kernel, C::kSmemBytes>();
+  opt_in_shared_memory_once<kernel, C::kClusterSmemBytes>();
   const dim3 grid(static_cast<unsigned>(p.batch * p.kv_heads()), static_cast<unsigned>(plan.splits),
                   static_cast<unsigned>(row_tiles(p)));
   ctx.kernel_begin("split");
@@ -257,13 +260,13 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = dim3(C::kThreads);
-    config.dynamicSmemBytes = C::kSmemBytes;
+    config.dynamicSmemBytes = smem;
     config.stream = ctx.stream;
     config.attrs = &cluster;
     config.numAttrs = 1;
     FA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
   } else {
-    kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(a);
+    kernel<<<grid, C::kThreads, smem, ctx.stream>>>(a);
   }
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("split");

@@ -198,6 +198,11 @@ TEST_CASE("the cluster merge: the chosen splits a portable cluster; more than th
                            doctest::Contains("cannot hold a cluster"), fa::UsageError);
     // Splits chosen against float64, with no memory beyond the tensors.
     check_case(p, 10951, 0, fa::InputKind::normal, Merge::cluster);
+    // One row at D = 32: 4 (row, 8-column) pairs over 8 blocks, so that half the cluster owns none
+    // and only merges nothing after its sends; D = 96, 12 column groups over 5 blocks.
+    check_case(decode_problem(1, 5000, 32, false, 2, 2, fa::DType::bfloat16, 1), 10952, 8, fa::InputKind::normal,
+               Merge::cluster);
+    check_case(decode_problem(2, 3001, 96, true, 8, 2, fa::DType::float16), 10953, 5, fa::InputKind::normal, Merge::cluster);
   } else {
     CHECK(fa::step10::cluster_capacity(p, 2) == 0);
     CHECK_THROWS_WITH_AS(fa::run_once(p, in, with_splits(2, Merge::cluster)), doctest::Contains("compute capability 9.0"),
