@@ -95,6 +95,7 @@ ordered_json row_json(const ResultRow& r, const RunMetadata& meta) {
   j["max_rel_error"] = figure(r.verified, r.max_rel_error);
   j["rel_error"] = figure(r.verified, r.rel_error);
   j["error_vs_plain"] = figure(r.verified && r.error_vs_plain > 0, r.error_vs_plain);  // null: not measured (backward)
+  j["comparison"] = r.comparison;
   j["split_ms"] = ordered_json::object();
   for (const auto& [k, v] : r.split_ms) j["split_ms"][k] = figure(true, v);
   return j;

@@ -364,6 +364,7 @@ ResultRow blank_row(const Variant& v, const Problem& p, Pass pass) {
   ResultRow r;
   r.stage = v.stage;
   r.variant = v.name;
+  r.comparison = !v.ours;
   r.pass = pass;
   r.problem = p;
   return r;
