@@ -270,8 +270,8 @@ __device__ __forceinline__ void merge_tile_splits(const DecodeArgs<T>& a, float*
 //      0.1 µs of this on an H100: the barriers cost nothing here, so they stay where they are plainest.
 // The first version (docs/10_inference.md) merged the warps in each block, wrote (O_s, LSE_s) to
 // its shared memory, and after a cluster barrier each block read every split's rows through
-// distributed shared memory, with a second barrier before exiting: 1.2-1.4 µs slower per step on an
-// H100 (docs/results/step10_push_h100/ab_runs.txt).
+// distributed shared memory, with a second barrier before exiting: 1.1-1.3 µs slower per step at
+// 8k-32k keys on an H100 (docs/results/step10_push_h100/ab_runs.txt).
 // Compiled for compute capability 9.0 only; the host never launches a cluster below it.
 template <class C>
 struct Inbox {
