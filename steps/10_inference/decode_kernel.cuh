@@ -277,7 +277,8 @@ template <class C>
 struct Inbox {
   std::uint64_t* bytes;  // the mbarrier: one arrival (the block's own) plus every byte sent here
   float* o;              // [source][slot][8]: source = split·W + warp, slot = pair / splits
-  float* lse;            // [source][16]: LSE_w of each row; the merge overwrites it with the weights
+  float* lse;            // [source][16]: LSE_w of each row, in base 2; the merge overwrites it with
+                         // the sources' weights
   __device__ explicit Inbox(unsigned char* smem) {
     unsigned char* at = smem + C::QTile::kElements * 2 + C::kWarps * C::kWarpBytes;
     bytes = reinterpret_cast<std::uint64_t*>(at);
@@ -308,8 +309,8 @@ __device__ __forceinline__ void send(std::uint32_t to, float x, float y, std::ui
 }
 #endif
 
-// The pairs (row, 8-column group) of the tile's rows_here rows that block `split` owns, and the
-// slots per source of each inbox.
+// How many of a tile's `pairs` (row, 8-column group) pairs block `split` owns: pairs split,
+// split + splits, ... (each source sends them to that block's inbox in this order, one slot each).
 __device__ __forceinline__ int owned_pairs(int pairs, int split, int splits) { return (pairs - split + splits - 1) / splits; }
 
 // 1. One thread: the mbarrier, and the bytes it waits for (every source's LSE_w of each row, and
