@@ -122,6 +122,20 @@ struct DecodeConfig {
   static_assert(kBc * (D / 8) % 32 == 0, "a warp copies whole 16-byte chunks of a K/V tile, the same count per lane");
 };
 
+// The cluster merge's inbox holds what any cluster sends it, for every count of splits (2 to
+// kMaxClusterSplits) and of a tile's rows (1 to 16): W·splits sources, each ⌈pairs / splits⌉ slots
+// of 8 floats; and the bytes a block waits for stay below an mbarrier's transaction count (2^20).
+template <class C>
+constexpr bool inbox_holds_every_cluster() {
+  for (int splits = 2; splits <= C::kMaxClusterSplits; ++splits)
+    for (int rows = 1; rows <= C::kRows; ++rows) {
+      const int pairs = rows * (C::D / 8), slots = (pairs + splits - 1) / splits, sources = C::kWarps * splits;
+      if (sources * slots * 8 > C::kInboxFloats || sources * rows > C::kInboxLseFloats) return false;
+      if (sources * (rows + 8 * slots) * 4 >= (1 << 20)) return false;
+    }
+  return true;
+}
+
 // Rows [row0, row0 + ROWS) of an [n, D] matrix into a shared tile by one warp alone (its 32 lanes,
 // 16 bytes per copy), rows >= n zero-filled. The copies land later: commit, wait, then __syncwarp.
 template <class Tile, int ROWS, int D, class T>
@@ -434,6 +448,7 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   constexpr int D = C::D, Bc = C::kBc, W = C::kWarps, S = C::kStages, NT = Bc / 8, DT = D / 8;
   using QTile = typename C::QTile;
   using KVTile = typename C::KVTile;
+  static_assert(inbox_holds_every_cluster<C>(), "the cluster merge's inbox must hold what any cluster sends it");
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
 
