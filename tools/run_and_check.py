@@ -2,6 +2,7 @@
 """Runs a stage executable and checks what it promises on the command line.
 
     run_and_check.py --expect CODE [--json FILE] [--stage ID] [--mode MODE] -- command [args...]
+    run_and_check.py --self-test
 
 Every mode checks the exit code (CODE), and when CODE is 2 (bad usage or input) that stderr is
 exactly one line. A command that exits 77 (skipped: no CUDA device) makes this script exit 77
@@ -10,7 +11,9 @@ too, so that CTest reports the test skipped, not passed.
 Modes:
   run            run the command as given. With --json FILE: the results file it writes must
                  parse and hold the fields of the course design; with --stage ID, every row of
-                 stage ID must have status ok and a verification that ran and passed.
+                 stage ID must have status ok and a verification that ran and passed, except the
+                 rows marked "comparison": true (measured beside the stage, never verified, such as
+                 stage 10's read_cache).
   npy-roundtrip  write q.npy (float32), k.npy (float16) and v.npy (float32) into a temporary
                  folder, run the command with --load DIR --save DIR2 --json FILE, and check o.npy
                  and lse.npy against a float64 attention computed here (--causal and --scale in
@@ -328,7 +331,49 @@ def print_output(proc):
             print("---- %s of the command (last %d lines)\n%s" % (name, len(tail), "\n".join(tail)))
 
 
+def self_test():
+    """check_json on made-up results files: what it must accept and what it must refuse."""
+    ours = {"stage": "10", "variant": "split_kv", "pass": "fwd", "device": "test", "cuda_runtime": "",
+            "cuda_driver": "", "git_commit": "", "batch": 1, "heads": 2, "heads_kv": 2, "seq_q": 1,
+            "seq_k": 8, "dim": 8, "dtype": "bfloat16", "causal": False, "status": "ok", "median_ms": 0.01,
+            "tflops": 0.1, "gbps": 1.0, "peak_bytes": 100, "extra_bytes": 0, "driver_bytes": None,
+            "reference": "float64 (all rows)", "verified": True, "verification_ok": True,
+            "max_abs_error": 1e-3, "max_rel_error": 1e-2, "rel_error": 1e-3, "error_vs_plain": 1.0,
+            "comparison": False}
+    # stage 10's read_cache: the stage's own number, measured, never verified
+    plain_read = dict(ours, variant="read_cache", reference="", verified=False, verification_ok=None,
+                      max_abs_error=None, max_rel_error=None, rel_error=None, error_vs_plain=None,
+                      comparison=True)
+    unmarked = {k: v for k, v in plain_read.items() if k != "comparison"}  # a file from before the field
+    cases = [
+        ("a verified row beside a comparison row of the same stage", [ours, plain_read], True),
+        ("the same, the comparison row not marked", [ours, unmarked], False),
+        ("another stage's row, not verified", [ours, dict(unmarked, stage="07")], True),
+        ("a row of the stage whose verification failed", [dict(ours, verification_ok=False), plain_read], False),
+        ("only comparison rows: nothing of the stage verified", [plain_read], False),
+    ]
+    failures = 0
+    with tempfile.TemporaryDirectory() as folder:
+        for name, rows, accept in cases:
+            path = os.path.join(folder, "results.json")
+            with open(path, "w") as f:
+                json.dump({"schema": "flash-course-results/2", "stage": "10", "command": "test", "date": "",
+                           "git_commit": "", "device": "test", "results": rows}, f)
+            try:
+                check_json(path, "10")
+                accepted = True
+            except CheckFailed:
+                accepted = False
+            ok = accepted == accept
+            failures += not ok
+            print("%s: %s (%s)" % ("ok" if ok else "WRONG", name, "accepted" if accepted else "refused"))
+    print("self-test: %d of %d cases as expected" % (len(cases) - failures, len(cases)))
+    return 1 if failures else 0
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      usage="%(prog)s --expect CODE [--json FILE] [--stage ID] [--mode MODE] -- command...")
     parser.add_argument("--expect", type=int, required=True, help="the exit code the command must return")
