@@ -13,7 +13,8 @@ Modes:
                  parse and hold the fields of the course design; with --stage ID, every row of
                  stage ID must have status ok and a verification that ran and passed, except the
                  rows marked "comparison": true (measured beside the stage, never verified, such as
-                 stage 10's read_cache).
+                 stage 10's read_cache). A comparison row must not say it was verified, and a row of
+                 another stage must be a comparison (files from before the field: not checked).
   npy-roundtrip  write q.npy (float32), k.npy (float16) and v.npy (float32) into a temporary
                  folder, run the command with --load DIR --save DIR2 --json FILE, and check o.npy
                  and lse.npy against a float64 attention computed here (--causal and --scale in
@@ -207,6 +208,10 @@ def check_json(path, stage):
             raise CheckFailed("%s: missing fields %s" % (where, missing))
         if row["status"] not in STATUSES:
             raise CheckFailed("%s: status %r is not one of %s" % (where, row["status"], sorted(STATUSES)))
+        if row.get("comparison") is True and row["verified"] is not False:
+            raise CheckFailed("%s: a comparison row (measured, never verified) says verified %r" % (where, row["verified"]))
+        if stage is not None and row["stage"] != stage and row.get("comparison") is False:
+            raise CheckFailed("%s: a row of another stage than %s not marked as a comparison" % (where, stage))
         if stage is None or row["stage"] != stage or row.get("comparison") is True:
             continue  # another stage's row, or a comparison the stage measures but does not verify
         ours += 1
@@ -351,6 +356,8 @@ def self_test():
         ("another stage's row, not verified", [ours, dict(unmarked, stage="07")], True),
         ("a row of the stage whose verification failed", [dict(ours, verification_ok=False), plain_read], False),
         ("only comparison rows: nothing of the stage verified", [plain_read], False),
+        ("another stage's row marked as not a comparison", [ours, dict(plain_read, stage="07", comparison=False)], False),
+        ("a comparison row that says it was verified", [ours, dict(plain_read, verified=True, verification_ok=True)], False),
     ]
     failures = 0
     with tempfile.TemporaryDirectory() as folder:
