@@ -9,7 +9,9 @@
 # splits at batch 1 with each merge, and the sanitizers on the two one-launch merges), profile
 # (Nsight Compute on the split kernel at 8k keys), floor (read_cache, the plain read of the cache,
 # beside the cluster merge at batch 1, three rounds, and a run of read_cache under memcheck), decode
-# (the comparison beside PyTorch, the longest step).
+# (the comparison beside PyTorch, the longest step), prefill_pytorch (grouped prefill and a packed
+# batch beside PyTorch: SDPA with enable_gqa, the batch padded, FlashAttention-2's varlen kernel,
+# nested tensors; tools/compare_prefill.py).
 # SKIP_DECODE=1 is PARTS without decode. STEP_TIMEOUT=S stops any one step after S seconds (its log
 # so far still goes into the bundle).
 # BASELINE_BUILD_DIR: a build of the commit before stage 09's kernels took grouped heads (its
@@ -19,7 +21,7 @@ b=$1 bundle=$2/step10_device_check.tgz base=${3:-} commit=${4:-unknown}
 out=$b/device_check_10
 rm -rf $out && mkdir -p $out
 exe=$b/steps/10_inference/step10_inference
-parts=${PARTS:-tests prefill stage09 splits profile floor decode}
+parts=${PARTS:-tests prefill stage09 splits profile floor decode prefill_pytorch}
 [ -n "${SKIP_DECODE:-}" ] && parts=${parts//decode/}
 want() { [[ " $parts " == *" $1 "* ]]; }
 source "$(dirname "$0")/../../tools/device_step.sh"  # run NAME COMMAND...: one step, its log, the bundle
@@ -108,6 +110,10 @@ fi
 if want decode; then
   run compare_decode python3 tools/compare_decode.py --exe $exe --json $out/compare_10_decode_h100.json --commit $commit --batch 1 --seq-k 8k,16k,32k,128k --stage-timeout 300
   run compare_decode_b16 python3 tools/compare_decode.py --exe $exe --json $out/compare_10_decode_b16_h100.json --commit $commit --batch 16 --seq-k 8k,16k,32k --stage-timeout 300
+fi
+# Grouped prefill (4k, 16k) and the packed batch of eight lengths beside PyTorch, causal and not.
+if want prefill_pytorch; then
+  run compare_prefill python3 tools/compare_prefill.py --exe $exe --json $out/compare_10_prefill_h100.json --commit $commit --stage-timeout 300
 fi
 python3 - $out/*.json <<'PY' 2>/dev/null
 import json, sys
