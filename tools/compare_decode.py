@@ -117,25 +117,50 @@ def run_stage(args, cmd):
         return None, "timed out after %g s" % args.stage_timeout
 
 
+def stage_results(args, cmd, json_path):
+    """Runs the stage (cmd writes json_path): its exit code, its output and its result rows ([] when
+    it wrote none)."""
+    code, output = run_stage(args, cmd)
+    try:
+        with open(json_path) as f:
+            rows = json.load(f).get("results", [])
+    except (OSError, ValueError):
+        rows = []
+    return code, output, rows
+
+
+def gpu_setup(prog, args):
+    """What this script and compare_prefill.py set up alike, or None (after one line on stderr)
+    without PyTorch or a GPU: torch, sdpa_kernel, the backends by name, the --backends wanted, the
+    dtype, the device's description for the file's header, the commit, and the buffer whose read
+    flushes L2 before each timed call."""
+    found = cp.torch_on_gpu(prog)
+    if found is None:
+        return None
+    torch, sdpa_kernel, backend_of = found
+    prop = torch.cuda.get_device_properties(0)
+    l2 = getattr(prop, "L2_cache_size", 50 << 20) or (50 << 20)
+    return argparse.Namespace(
+        torch=torch, sdpa_kernel=sdpa_kernel, backend_of=backend_of, prop=prop,
+        wanted=[b for b in args.backends.split(",") if b],
+        dtype={"bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype],
+        device={"name": prop.name, "cuda_runtime": torch.version.cuda or "", "sm_count": str(prop.multi_processor_count),
+                "memory_bytes": str(prop.total_memory), "torch": torch.__version__,
+                "cudnn": str(torch.backends.cudnn.version())},
+        commit=args.commit or "unknown", flush=torch.zeros(2 * l2 // 8, dtype=torch.int64, device="cuda"))
+
+
 def main(argv=None):
     try:
         args = parse_args(argv)
     except cp.UsageError as e:
         print("%s: error: %s" % (PROG, e), file=sys.stderr)
         return 2
-    found = cp.torch_on_gpu(PROG)
-    if found is None:
+    gpu = gpu_setup(PROG, args)
+    if gpu is None:
         return 2
-    torch, sdpa_kernel, backend_of = found
-    wanted = [b for b in args.backends.split(",") if b]
-    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype]
-    prop = torch.cuda.get_device_properties(0)
-    device = {"name": prop.name, "cuda_runtime": torch.version.cuda or "", "sm_count": str(prop.multi_processor_count),
-              "memory_bytes": str(prop.total_memory), "torch": torch.__version__,
-              "cudnn": str(torch.backends.cudnn.version())}
-    commit = args.commit or "unknown"
-    l2 = getattr(prop, "L2_cache_size", 50 << 20) or (50 << 20)
-    flush = torch.zeros(2 * l2 // 8, dtype=torch.int64, device="cuda")
+    torch, sdpa_kernel, backend_of, wanted, dtype = gpu.torch, gpu.sdpa_kernel, gpu.backend_of, gpu.wanted, gpu.dtype
+    prop, device, commit, flush = gpu.prop, gpu.device, gpu.commit, gpu.flush
     rows, summary, failures = [], [], 0
 
     def note(line):  # printed as it comes (a run cut short still shows it) and again at the end
@@ -204,12 +229,7 @@ def main(argv=None):
                     cmd += ["--batch", str(b), "--heads", str(args.heads), "--heads-kv", str(args.heads_kv),
                             "--seq-q", str(args.seq_q), "--seq-k", str(nk), "--dim", str(args.dim)]
                 torch.cuda.empty_cache()
-                code, output = run_stage(args, cmd)
-                try:
-                    with open(json_path) as f:
-                        stage_rows = json.load(f).get("results", [])
-                except (OSError, ValueError):
-                    stage_rows = []
+                code, output, stage_rows = stage_results(args, cmd, json_path)
                 if code != 0 or not stage_rows:
                     failures += 1
                     note("%s: stage FAILED (exit %s)\n%s" % (name, code, cp.tail(output)))

@@ -35,7 +35,6 @@ The results file is written after every case. Exit: 0 when every stage run exite
 anchors agreed; 1 otherwise; 2 bad usage.
 """
 import datetime
-import json
 import math
 import os
 import shutil
@@ -198,19 +197,11 @@ def main(argv=None):
     except cp.UsageError as e:
         print("%s: error: %s" % (PROG, e), file=sys.stderr)
         return 2
-    found = cp.torch_on_gpu(PROG)
-    if found is None:
+    gpu = cd.gpu_setup(PROG, args)
+    if gpu is None:
         return 2
-    torch, sdpa_kernel, backend_of = found
-    wanted = [b for b in args.backends.split(",") if b]
-    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype]
-    prop = torch.cuda.get_device_properties(0)
-    device = {"name": prop.name, "cuda_runtime": torch.version.cuda or "", "sm_count": str(prop.multi_processor_count),
-              "memory_bytes": str(prop.total_memory), "torch": torch.__version__,
-              "cudnn": str(torch.backends.cudnn.version())}
-    commit = args.commit or "unknown"
-    l2 = getattr(prop, "L2_cache_size", 50 << 20) or (50 << 20)
-    flush = torch.zeros(2 * l2 // 8, dtype=torch.int64, device="cuda")
+    torch, sdpa_kernel, backend_of, wanted, dtype = gpu.torch, gpu.sdpa_kernel, gpu.backend_of, gpu.wanted, gpu.dtype
+    prop, device, commit, flush = gpu.prop, gpu.device, gpu.commit, gpu.flush
     sdpa = torch.nn.functional.scaled_dot_product_attention
     g = args.heads // args.heads_kv
     rows, summary, failures = [], [], 0
@@ -247,12 +238,7 @@ def main(argv=None):
                    str(args.dim), "--dtype", args.dtype, "--reps", str(args.reps), "--warmup", str(args.warmup),
                    "--json", json_path] + extra
             torch.cuda.empty_cache()
-            code, output = cd.run_stage(args, cmd)
-            try:
-                with open(json_path) as f:
-                    stage_rows = json.load(f).get("results", [])
-            except (OSError, ValueError):
-                stage_rows = []
+            code, output, stage_rows = cd.stage_results(args, cmd, json_path)
             if code != 0 or not stage_rows:
                 failures += 1
                 note("%s: stage FAILED (exit %s)\n%s" % (name, code, cp.tail(output)))
