@@ -150,6 +150,19 @@ def gpu_setup(prog, args):
         commit=args.commit or "unknown", flush=torch.zeros(2 * l2 // 8, dtype=torch.int64, device="cuda"))
 
 
+def finish(prog, title, summary, rows, path, failures, what_failed):
+    """The run's last words: the summary lines under a title, where the rows went, and the exit code
+    (1 when anything failed)."""
+    print("\n== " + title)
+    for line in summary:
+        print("  " + line)
+    print("%s: %d rows written to %s" % (prog, len(rows), path))
+    if failures:
+        print("%s: FAIL: %d %s" % (prog, failures, what_failed))
+        return 1
+    return 0
+
+
 def main(argv=None):
     try:
         args = parse_args(argv)
@@ -267,14 +280,8 @@ def main(argv=None):
             write()
 
     write()
-    print("\n== stage 10 against the best SDPA backend and the copy bandwidth (%.0f GB/s)" % copy_gbps)
-    for line in summary:
-        print("  " + line)
-    print("%s: %d rows written to %s" % (PROG, len(rows), args.json))
-    if failures:
-        print("%s: FAIL: %d stage run(s) failed or disagreed with the reference" % (PROG, failures))
-        return 1
-    return 0
+    return finish(PROG, "stage 10 against the best SDPA backend and the copy bandwidth (%.0f GB/s)" % copy_gbps, summary,
+                  rows, args.json, failures, "stage run(s) failed or disagreed with the reference")
 
 
 if __name__ == "__main__":

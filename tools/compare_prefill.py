@@ -343,14 +343,8 @@ def main(argv=None):
         write()
 
     write()
-    print("\n== stage 10's prefill against PyTorch")
-    for line in summary:
-        print("  " + line)
-    print("%s: %d rows written to %s" % (PROG, len(rows), args.json))
-    if failures:
-        print("%s: FAIL: %d stage run(s) failed or anchors disagreed" % (PROG, failures))
-        return 1
-    return 0
+    return cd.finish(PROG, "stage 10's prefill against PyTorch", summary, rows, args.json, failures,
+                     "stage run(s) failed or anchors disagreed")
 
 
 if __name__ == "__main__":
