@@ -33,8 +33,8 @@ enum class Merge {
   block_per_row,  // a second kernel, a block per row (merge_block_per_row_kernel): measured faster
   last_block,     // no second kernel: the last block of each row tile to finish merges its rows
   cluster,        // no second kernel, no partials in global memory: a row tile's splits are one
-                  // thread-block cluster that merges through distributed shared memory (compute
-                  // capability 9.0; at most kMaxClusterSplits splits)
+                  // thread-block cluster, each warp sending its part into the shared memory of the
+                  // blocks that merge it (compute capability 9.0; at most kMaxClusterSplits splits)
   fastest,        // the fastest measured on this GPU (docs/10_inference.md): cluster on compute
                   // capability 9.0, block_per_row elsewhere (fastest_merge() says which)
 };
