@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""fit_decode_floor.py — a decoding step's time as a fixed cost plus a rate: chapter 10's "the floor,
+in two numbers".
+
+    fit_decode_floor.py RESULTS.json [RESULTS.json ...] [--from 8k] [--copy-gbps 3029]
+    fit_decode_floor.py --self-test
+
+RESULTS are stage 10 files of one shape swept over the cache's length (rounds of the same run,
+e.g. `step10_inference --variant split_kv_cluster_merge --sweep 1,256,...,128k --json`). For each
+stage 10 variant with `ok` rows (stage 07's comparison on repeated heads is left out: it does not
+read the cache once): the median over the files of each length's median_ms, then the least-squares
+line  time = t0 + bytes / rate  over the lengths >= --from, where bytes = K and V read once
+(2·B·Hkv·Nk·D·element size). t0 is what a step costs beyond moving its bytes (the launch, the first
+and last trips to memory, the merge); rate is what each further byte costs. With --copy-gbps, also
+the fixed cost a step may have and still read the cache at 75 % of that copy rate at each length.
+Standard library only. Exit 2 with one line on bad input.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+SIZES = {"k": 1024, "m": 1024 * 1024}
+ELEMENT = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+def size(text):
+    t = text.strip().lower()
+    return int(t[:-1]) * SIZES[t[-1]] if t and t[-1] in SIZES else int(t)
+
+
+def cache_bytes(row):
+    kv = row.get("heads_kv") or row["heads"]
+    return 2 * row["batch"] * kv * row["seq_k"] * row["dim"] * ELEMENT[row["dtype"]]
+
+
+def fit(points):
+    """Least squares of y = a + b·x: (a, b)."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return my - b * mx, b
+
+
+def medians(docs):
+    """{variant: {seq_k: (bytes, median over the files of median_ms, [each file's])}}."""
+    times = {}
+    for doc in docs:
+        for r in doc.get("results", []):
+            if r.get("status") == "ok" and r.get("median_ms") is not None and r.get("stage") == "10":
+                key = (r["variant"], r["seq_k"])
+                times.setdefault(key, (cache_bytes(r), []))[1].append(r["median_ms"])
+    out = {}
+    for (variant, nk), (b, ms) in sorted(times.items()):
+        out.setdefault(variant, {})[nk] = (b, statistics.median(ms), ms)
+    return out
+
+
+def report(docs, start, copy_gbps):
+    lines = []
+    for variant, by_len in medians(docs).items():
+        lines.append("%s (median over %d file(s) of each length's median, us):" % (variant, len(docs)))
+        for nk, (b, med, ms) in by_len.items():
+            lines.append("  Nk %7d  %7.1f MiB  %8.2f  (%s)" % (nk, b / 2**20, med * 1e3, " ".join("%.2f" % (m * 1e3) for m in ms)))
+        points = [(b, med * 1e-3) for nk, (b, med, _) in by_len.items() if nk >= start]
+        if len(points) < 2:
+            lines.append("  fewer than two lengths >= %d: no fit" % start)
+            continue
+        t0, per_byte = fit(points)
+        worst = max(abs(t0 + per_byte * x - y) for x, y in points)
+        lines.append("  fit over Nk >= %d: t0 = %.2f us, rate = %.0f GB/s (largest residual %.2f us)" % (
+            start, t0 * 1e6, 1e-9 / per_byte, worst * 1e6))
+        if copy_gbps:
+            for nk, (b, med, _) in by_len.items():
+                if nk >= start:
+                    allowed = b / (0.75 * copy_gbps * 1e9) - b * per_byte
+                    lines.append("  75 %% of %.0f GB/s at Nk %d: %.2f us in all, so t0 <= %.2f us at this rate" % (
+                        copy_gbps, nk, b / (0.75 * copy_gbps * 1e9) * 1e6, allowed * 1e6))
+    return lines
+
+
+def self_test():
+    # Made-up rows on an exact line (t0 = 4 us, 3000 GB/s) must give it back.
+    rows = []
+    for nk in (8192, 16384, 32768):
+        r = {"status": "ok", "stage": "10", "variant": "v", "batch": 1, "heads": 32, "heads_kv": 8, "seq_k": nk, "dim": 128,
+             "dtype": "bfloat16"}
+        r["median_ms"] = (4e-6 + cache_bytes(r) / 3000e9) * 1e3
+        rows.append(r)
+    text = "\n".join(report([{"results": rows}], 8192, 3000.0))
+    ok = "t0 = 4.00 us, rate = 3000 GB/s" in text and "so t0 <= 3.73 us" in text
+    print(text)
+    print("self-test: %s" % ("as expected" if ok else "WRONG"))
+    return 0 if ok else 1
+
+
+def main(argv):
+    if argv == ["--self-test"]:
+        return self_test()
+    ap = argparse.ArgumentParser(prog="fit_decode_floor.py", description="a decoding step as a fixed cost plus a rate")
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--from", dest="start", default="8k")
+    ap.add_argument("--copy-gbps", type=float, default=0.0)
+    args = ap.parse_args(argv)
+    try:
+        start = size(args.start)
+        docs = []
+        for path in args.files:
+            with open(path) as f:
+                docs.append(json.load(f))
+    except (OSError, ValueError) as e:
+        print("fit_decode_floor.py: error: %s" % e, file=sys.stderr)
+        return 2
+    try:
+        lines = report(docs, start, args.copy_gbps)
+    except (KeyError, TypeError, AttributeError) as e:
+        print("fit_decode_floor.py: error: not a stage 10 results file (a row without %s)" % e, file=sys.stderr)
+        return 2
+    if not lines:
+        print("fit_decode_floor.py: error: no ok rows with median_ms in %s" % ", ".join(args.files), file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
