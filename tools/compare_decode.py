@@ -129,6 +129,16 @@ def stage_results(args, cmd, json_path):
     return code, output, rows
 
 
+def copy_bandwidth(torch, args, flush):
+    """The copy bandwidth of this GPU now: dst.copy_(src) of 1 GiB timed like the rest, counted as read +
+    write (its buffers freed on return)."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").fill_(1)
+    dst = torch.empty_like(src)
+    med, lo, hi = timed(torch, lambda: dst.copy_(src), args.reps, args.warmup, flush)
+    return {"bytes": 2 * src.numel(), "median_ms": med, "min_ms": lo, "max_ms": hi, "reps": args.reps,
+            "gbps": 2.0 * src.numel() / (med * 1e-3) / 1e9, "note": "dst.copy_(src) of 1 GiB, read + write"}
+
+
 def gpu_setup(prog, args):
     """What this script and compare_prefill.py set up alike, or None (after one line on stderr)
     without PyTorch or a GPU: torch, sdpa_kernel, the backends by name, the --backends wanted, the
@@ -180,15 +190,9 @@ def main(argv=None):
         summary.append(line)
         print(line, flush=True)
 
-    # The copy bandwidth: 1 GiB, read + write.
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").fill_(1)
-    dst = torch.empty_like(src)
-    med, lo, hi = timed(torch, lambda: dst.copy_(src), args.reps, args.warmup, flush)
-    copy_gbps = 2.0 * src.numel() / (med * 1e-3) / 1e9
-    copy_row = {"bytes": 2 * src.numel(), "median_ms": med, "min_ms": lo, "max_ms": hi, "reps": args.reps,
-                "gbps": copy_gbps, "note": "dst.copy_(src) of 1 GiB, read + write"}
+    copy_row = copy_bandwidth(torch, args, flush)
+    copy_gbps = copy_row["gbps"]
     print("copy bandwidth: %.0f GB/s (1 GiB, read + write)" % copy_gbps, flush=True)
-    del src, dst
 
     def write():  # the cases so far, one valid results file
         doc = {"schema": "flash-course-results/2", "stage": "anchor", "command": " ".join(sys.argv),
@@ -275,7 +279,7 @@ def main(argv=None):
                                                               "atol": verdict["atol"], "rtol": verdict["rtol"]})
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
-            del q, k, v, outputs
+            q = k = v = outputs = None  # the memory back before the next case
             torch.cuda.empty_cache()
             write()
 
