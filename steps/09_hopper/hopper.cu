@@ -114,9 +114,7 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
     const std::int64_t items = static_cast<std::int64_t>(tiles) * heads;
     // + gridDim.x per block at the end: the counter may run up to items + 2 · blocks.
     if (items > INT_MAX / 2) throw UsageError(std::string("stage 09 ") + name + ": too many query tiles × heads");
-    int device = 0, sms = 0;
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int sms = current_sm_count();
     // Causal, the heads' tiles go out heaviest first in groups of heads whose K and V take about
     // 16 MiB, a third of an H100's L2 (chapter 09: a fixed 8 heads lost 2 % at 16k keys and D =
     // 128, where their K and V take 64 MiB).

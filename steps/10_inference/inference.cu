@@ -152,7 +152,8 @@ void require_clusters(int splits) {
                      " blocks of the decode kernel (its SMs' grouping); the cluster merge needs fewer splits");
 }
 
-// Blocks of kernel the GPU runs at once (SMs × blocks per SM), measured by the occupancy API.
+// Blocks of kernel the GPU runs at once (SMs × blocks per SM), measured by the occupancy API on the
+// current device, once per process (the course's multi-GPU stage runs on GPUs of one kind).
 // opt_in: the most shared memory any launch of kernel asks for (opting in with less would lower
 // the kernel's limit for them).
 template <auto kernel, int threads, int smem, int opt_in = smem>
@@ -161,7 +162,7 @@ std::int64_t resident_blocks() {
     opt_in_shared_memory_once<kernel, opt_in>();
     int per_sm = 0;
     FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-    return static_cast<std::int64_t>(std::max(per_sm, 1)) * query_device().sm_count;
+    return static_cast<std::int64_t>(std::max(per_sm, 1)) * current_sm_count();
   }();
   return slots;
 }

@@ -77,6 +77,13 @@ int current_compute_capability() {
   return major * 10 + minor;
 }
 
+int current_sm_count() {
+  int device = 0, sms = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
 RunMetadata device_metadata(const std::string& command) {
   RunMetadata m = host_metadata(command);
   const std::string host_cpu = m.device;

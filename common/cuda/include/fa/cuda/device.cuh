@@ -38,6 +38,9 @@ DeviceInfo query_device(int index = 0);
 // The current device's compute capability, major*10 + minor, from two attribute reads: cheap enough
 // to ask before every launch.
 int current_compute_capability();
+// The current device's number of SMs, one attribute read: for a launch sized to the GPU (a
+// persistent grid, one wave of blocks).
+int current_sm_count();
 // RunMetadata for the results file: device name, versions, SMs, clocks, memory.
 RunMetadata device_metadata(const std::string& command);
 
