@@ -334,6 +334,69 @@ class DecodeUsage(unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("needs PyTorch", err)
 
+    def test_anchor_process_errors_exit_2(self):
+        out = os.path.join(tempfile.mkdtemp(), "x.json")
+        for argv, text in [
+            (["--exe", sys.executable, "--json", out, "--anchor-processes", "0"], "at least 1"),
+            (["--exe", sys.executable, "--json", out, "--anchors-only", "--batch", "1,16"], "one case"),
+        ]:
+            code, err = self.run_main(argv)
+            self.assertEqual(code, 2, argv)
+            self.assertIn(text, err)
+
+
+class DecodeAnchorProcesses(unittest.TestCase):
+    """compare_decode.py's anchors timed in several processes: the children's lines read back, and
+    each row keeping the fastest process (no GPU: the children are stubbed)."""
+
+    def setUp(self):
+        import compare_decode
+        self.cd = compare_decode
+        self.args = compare_decode.parse_args(["--exe", sys.executable, "--json", os.devnull, "--anchor-processes", "3"])
+        self.saved = compare_decode.run_stage
+
+    def tearDown(self):
+        self.cd.run_stage = self.saved
+
+    def test_fastest_process_kept_and_every_median_recorded(self):
+        cd = self.cd
+        children = iter([(0, "a warning\n" + cd.ANCHORS_LINE + '{"sdpa_cudnn": [0.022, 0.021, 0.030], "sdpa_flash": null}'),
+                         (0, cd.ANCHORS_LINE + '{"sdpa_cudnn": [0.031, 0.030, 0.040], "sdpa_flash": [0.050, 0.049, 0.060]}')])
+        cd.run_stage = lambda args, cmd: next(children)
+        runs = cd.anchors_elsewhere(self.args, 1, 8192)
+        self.assertEqual(len(runs), 2)
+        cudnn = {"variant": "sdpa_cudnn", "median_ms": 0.045, "min_ms": 0.044, "max_ms": 0.050}
+        cd.fastest_process(cudnn, runs)
+        self.assertEqual(cudnn["process_medians_ms"], [0.045, 0.022, 0.031])
+        self.assertEqual((cudnn["median_ms"], cudnn["min_ms"], cudnn["max_ms"]), (0.022, 0.021, 0.050))
+        flash = {"variant": "sdpa_flash", "median_ms": 0.040, "min_ms": 0.039, "max_ms": 0.041}
+        cd.fastest_process(flash, runs)  # refused in one child: two processes count
+        self.assertEqual(flash["process_medians_ms"], [0.040, 0.050])
+        self.assertEqual(flash["median_ms"], 0.040)
+
+    def test_a_failed_child_adds_nothing(self):
+        cd = self.cd
+        cd.run_stage = lambda args, cmd: (1, "Traceback ...")
+        err = io.StringIO()
+        with redirect_stderr(err):
+            runs = cd.anchors_elsewhere(self.args, 1, 8192)
+        self.assertEqual(runs, [])
+        self.assertIn("failed", err.getvalue())
+        row = {"variant": "sdpa_cudnn", "median_ms": 0.045, "min_ms": 0.044, "max_ms": 0.050}
+        cd.fastest_process(row, runs)
+        self.assertEqual(row["median_ms"], 0.045)
+        self.assertIn("one process", row["note"])
+
+    def test_the_child_command_times_the_same_case(self):
+        cd = self.cd
+        seen = []
+        cd.run_stage = lambda args, cmd: seen.append(cmd) or (0, cd.ANCHORS_LINE + "{}")
+        cd.anchors_elsewhere(self.args, 16, 32768)
+        self.assertEqual(len(seen), 2)
+        child = cd.parse_args(seen[0][2:])  # after the interpreter and the script
+        self.assertTrue(child.anchors_only)
+        self.assertEqual((child.batch, child.seq_k, child.seed, child.reps), ([16], [32768], self.args.seed, self.args.reps))
+
 
 @unittest.skipIf(np is None, "NumPy is not installed")
 class RealStage(unittest.TestCase):
