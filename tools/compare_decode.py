@@ -9,7 +9,7 @@ file beside stage 10's executable.
                       [--reps 50] [--warmup 5] [--seed 0] [--commit SHA] [--check-seq-k 8k]
                       [--anchor-processes 3]
 
-Per case (every batch × every cache length), in one process and one run:
+Per case (every batch × every cache length), in one run:
   * the anchors: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True) with one
     backend forced at a time, Q [B, Hq, Nq, D], K, V [B, Hkv, Nk, D], not causal (SDPA's is_causal is
     aligned top-left, the course's bottom-right: with Nq = 1 the course's causal row sees every key,
