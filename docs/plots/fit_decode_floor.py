@@ -2,7 +2,7 @@
 """fit_decode_floor.py — a decoding step's time as a fixed cost plus a rate: chapter 10's "the floor,
 in two numbers".
 
-    fit_decode_floor.py RESULTS.json [RESULTS.json ...] [--from 8k] [--copy-gbps 3029]
+    fit_decode_floor.py RESULTS.json [RESULTS.json ...] [--from 8k] [--copy-gbps 3029] [--plot OUT.png]
     fit_decode_floor.py --self-test
 
 RESULTS are stage 10 files of one shape swept over the cache's length (rounds of the same run,
@@ -13,7 +13,9 @@ line  time = t0 + bytes / rate  over the lengths >= --from, where bytes = K and 
 (2·B·Hkv·Nk·D·element size). t0 is what a step costs beyond moving its bytes (the launch, the first
 and last trips to memory, the merge); rate is what each further byte costs. With --copy-gbps, also
 the fixed cost a step may have and still read the cache at 75 % of that copy rate at each length.
-Standard library only. Exit 2 with one line on bad input.
+--plot draws chapter 10's figure of it (matplotlib): time against the cache's MiB up to --plot-to
+(default 64 MiB), each variant's medians and fitted line, and with --copy-gbps the time that is 75 %
+of the copy rate. Otherwise standard library only. Exit 2 with one line on bad input.
 """
 import argparse
 import json
@@ -41,6 +43,57 @@ def fit(points):
     my = sum(y for _, y in points) / n
     b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
     return my - b * mx, b
+
+
+def fits(docs, start):
+    """{variant: (t0 seconds, seconds per byte)} over the lengths >= start (variants with two or more)."""
+    out = {}
+    for variant, by_len in medians(docs).items():
+        points = [(b, med * 1e-3) for nk, (b, med, _) in by_len.items() if nk >= start]
+        if len(points) >= 2:
+            out[variant] = fit(points)
+    return out
+
+
+LABELS = {"read_cache": "read_cache (a plain read of the cache)",
+          "split_kv_cluster_merge": "the cluster merge (decoding)"}
+
+
+def plot(docs, start, copy_gbps, path, upto_mib):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7.0, 4.4), dpi=100)
+    lines = fits(docs, start)
+    for i, (variant, by_len) in enumerate(medians(docs).items()):
+        if variant not in lines:
+            continue
+        colour = "C%d" % i
+        xs = [b / 2**20 for b, _, _ in by_len.values() if b / 2**20 <= upto_mib]
+        ys = [med * 1e3 for b, med, _ in by_len.values() if b / 2**20 <= upto_mib]
+        t0, per_byte = lines[variant]
+        ax.plot(xs, ys, "o", color=colour, label="%s: medians" % LABELS.get(variant, variant))
+        ax.plot([0, upto_mib], [t0 * 1e6, (t0 + per_byte * upto_mib * 2**20) * 1e6], "-", color=colour, lw=1,
+                label="fit from %d keys: %.2f µs + bytes / %.0f GB/s" % (start, t0 * 1e6, 1e-9 / per_byte))
+    marked = sorted({(nk, b) for by_len in medians(docs).values() for nk, (b, _, _) in by_len.items()
+                     if nk >= start and b / 2**20 <= upto_mib})
+    for nk, b in marked:  # the cache lengths the fit starts from, where the goal is read
+        ax.axvline(b / 2**20, color="0.8", lw=0.8, zorder=0)
+        ax.text(b / 2**20, 0.5, " %dk keys" % (nk // 1024), fontsize=8, color="0.4", ha="right", rotation=90,
+                va="bottom")
+    if copy_gbps:
+        ax.plot([0, upto_mib], [0, upto_mib * 2**20 / (0.75 * copy_gbps * 1e9) * 1e6], "--", color="0.4", lw=1,
+                label="75 %% of the copy rate (%.0f GB/s): the goal" % copy_gbps)
+    ax.set_xlim(0, upto_mib)
+    ax.set_ylim(0, None)
+    ax.set_xlabel("the cache's bytes, K and V read once (MiB)")
+    ax.set_ylabel("time of one step, median (µs)")
+    ax.set_title("A decoding step: a fixed cost plus a rate (B=1, Hq=32, Hkv=8, D=128, bf16)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
 
 
 def medians(docs):
@@ -102,6 +155,8 @@ def main(argv):
     ap.add_argument("files", nargs="+")
     ap.add_argument("--from", dest="start", default="8k")
     ap.add_argument("--copy-gbps", type=float, default=0.0)
+    ap.add_argument("--plot", default="")
+    ap.add_argument("--plot-to", type=float, default=64.0, help="the x axis's end, MiB")
     args = ap.parse_args(argv)
     try:
         start = size(args.start)
@@ -121,6 +176,15 @@ def main(argv):
         print("fit_decode_floor.py: error: no ok rows with median_ms in %s" % ", ".join(args.files), file=sys.stderr)
         return 2
     print("\n".join(lines))
+    if args.plot:
+        try:
+            plot(docs, start, args.copy_gbps, args.plot, args.plot_to)
+        except ImportError:
+            print("fit_decode_floor.py: error: --plot needs matplotlib (python3-matplotlib)", file=sys.stderr)
+            return 2
+        except OSError as e:
+            print("fit_decode_floor.py: error: %s: %s" % (args.plot, e.strerror), file=sys.stderr)
+            return 2
     return 0
 
 

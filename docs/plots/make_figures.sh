@@ -12,7 +12,8 @@
 # The figures are drawn in a scratch folder first; docs/figures is replaced only when every set was
 # drawn, so each PNG there comes from this script and a PNG it no longer makes is removed.
 # Chapter 07's layout figures (07_*.png) are drawn from the PTX ISA's rules, not from results, by
-# draw_tensor_core_layouts.py; chapter 10's roofline (10_decode_roofline.png) by draw_decode_roofline.py;
+# draw_tensor_core_layouts.py; chapter 10's roofline (10_decode_roofline.png) by draw_decode_roofline.py
+# and its fixed cost and rate (10_decode_floor.png) by fit_decode_floor.py;
 # chapter 11's schedule (11_ring_schedule.png, counted, not measured) by draw_ring_schedule.py.
 # Deterministic: the same results files and matplotlib give the same PNG bytes.
 # The tool's notes (rows not drawn and why) are printed as they come.
@@ -89,6 +90,10 @@ rm -f "$scratch/h100_09_vs_pytorch_memory.png" "$scratch/h100_09_vs_pytorch_time
 # Chapter 10: the decode roofline, from the decoding comparison (tools/compare_decode.py).
 echo "== 10 decode roofline"
 "$python" "$here/draw_decode_roofline.py" "$results/compare_10_decode_h100.json" --out "$scratch" >/dev/null
+# ... and a step as a fixed cost plus a rate, from the sweep of the cache's length (three rounds).
+echo "== 10 decode floor"
+"$python" "$here/fit_decode_floor.py" "$results"/step10_push_h100/step10_intercept_[123].json --copy-gbps 3029 \
+  --plot "$scratch/10_decode_floor.png" >/dev/null
 
 # Chapter 11: the ring's schedule on the attention matrix, counted from the schedule's rules.
 echo "== 11 ring schedule"
