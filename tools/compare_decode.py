@@ -57,30 +57,44 @@ import compare_pytorch as cp  # noqa: E402  (the course's results writer, .npy f
 PROG = "compare_decode.py"
 
 
-def parse_args(argv):
-    ap = cp.OneLineParser(prog=PROG, description="decoding: SDPA with enable_gqa=True and the copy bandwidth "
-                          "beside stage 10 (the file's docstring says it all)")
+def stage10_parser(prog, description, backends, reps, warmup):
+    """The options this script and compare_prefill.py share: stage 10's executable and the results
+    file, the heads, D and dtype, PyTorch's backends, the timing, the seed, the commit and the stage's
+    time limit (each script adds its shapes)."""
+    ap = cp.OneLineParser(prog=prog, description=description + " (the file's docstring says it all)")
     ap.add_argument("--exe", required=True, help="stage 10's executable")
     ap.add_argument("--json", required=True, help="the results file to write")
-    ap.add_argument("--batch", default="1,16", type=cp.sizes)
-    ap.add_argument("--seq-k", default="8k,16k,32k,128k", type=cp.sizes)
-    ap.add_argument("--seq-q", default=1, type=int)
     ap.add_argument("--heads", default=32, type=int)
     ap.add_argument("--heads-kv", default=8, type=int)
     ap.add_argument("--dim", default=128, type=int)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
-    ap.add_argument("--backends", default="flash,cudnn,efficient")
-    ap.add_argument("--reps", default=50, type=int)
-    ap.add_argument("--warmup", default=5, type=int)
+    ap.add_argument("--backends", default=backends)
+    ap.add_argument("--reps", default=reps, type=int)
+    ap.add_argument("--warmup", default=warmup, type=int)
     ap.add_argument("--seed", default=0, type=int)
     ap.add_argument("--commit", default="")
-    ap.add_argument("--check-seq-k", default="8k", type=cp.sizes)
     ap.add_argument("--stage-timeout", default=600, type=float)
-    ap.add_argument("--anchor-processes", default=3, type=int)
-    ap.add_argument("--anchors-only", action="store_true", help=argparse.SUPPRESS)  # one case's anchors, one line
+    return ap
+
+
+def parsed(ap, argv):
+    """ap's arguments, with the grouping of the heads checked (UsageError otherwise)."""
     args = ap.parse_args(argv)
     if args.heads % args.heads_kv:
         raise cp.UsageError("--heads must be a multiple of --heads-kv")
+    return args
+
+
+def parse_args(argv):
+    ap = stage10_parser(PROG, "decoding: SDPA with enable_gqa=True and the copy bandwidth beside stage 10",
+                        backends="flash,cudnn,efficient", reps=50, warmup=5)
+    ap.add_argument("--batch", default="1,16", type=cp.sizes)
+    ap.add_argument("--seq-k", default="8k,16k,32k,128k", type=cp.sizes)
+    ap.add_argument("--seq-q", default=1, type=int)
+    ap.add_argument("--check-seq-k", default="8k", type=cp.sizes)
+    ap.add_argument("--anchor-processes", default=3, type=int)
+    ap.add_argument("--anchors-only", action="store_true", help=argparse.SUPPRESS)  # one case's anchors, one line
+    args = parsed(ap, argv)
     if args.anchor_processes < 1:
         raise cp.UsageError("--anchor-processes must be at least 1")
     if args.anchors_only and (len(args.batch) != 1 or len(args.seq_k) != 1):

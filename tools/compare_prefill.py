@@ -151,27 +151,12 @@ def self_test_torch():
 # ---- the run ---------------------------------------------------------------------------------------
 
 def parse_args(argv):
-    ap = cp.OneLineParser(prog=PROG, description="grouped prefill and packed batches beside PyTorch "
-                          "(the file's docstring says it all)")
-    ap.add_argument("--exe", required=True, help="stage 10's executable")
-    ap.add_argument("--json", required=True, help="the results file to write")
+    ap = cd.stage10_parser(PROG, "grouped prefill and packed batches beside PyTorch", backends="flash,cudnn",
+                           reps=20, warmup=3)
     ap.add_argument("--seq", default="4k,16k", type=cp.sizes)
     ap.add_argument("--seq-lens", default="1k,2k,3k,4k,6k,8k,12k,16k", type=cp.sizes)
-    ap.add_argument("--heads", default=32, type=int)
-    ap.add_argument("--heads-kv", default=8, type=int)
-    ap.add_argument("--dim", default=128, type=int)
-    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     ap.add_argument("--causal", default="both", choices=("both", "yes", "no"))
-    ap.add_argument("--backends", default="flash,cudnn")
-    ap.add_argument("--reps", default=20, type=int)
-    ap.add_argument("--warmup", default=3, type=int)
-    ap.add_argument("--seed", default=0, type=int)
-    ap.add_argument("--commit", default="")
-    ap.add_argument("--stage-timeout", default=600, type=float)
-    args = ap.parse_args(argv)
-    if args.heads % args.heads_kv:
-        raise cp.UsageError("--heads must be a multiple of --heads-kv")
-    return args
+    return cd.parsed(ap, argv)
 
 
 def anchor_row(variant, args, lengths, causal, packed):
