@@ -41,7 +41,6 @@
 // j <= i + Nk − Nq (the course's bottom-right mask).
 #pragma once
 
-#include <cooperative_groups.h>
 #include <cuda/ptx>
 #include <cuda_runtime.h>
 
