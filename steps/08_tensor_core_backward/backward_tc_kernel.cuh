@@ -38,6 +38,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "07_tensor_cores/tile_ops.cuh"
 #include "08_tensor_core_backward/fragment_gradient.cuh"
@@ -78,15 +79,19 @@ struct BackwardArgs {
 // not). kSplit = 2: two warps share each key block, which D = 128 needs for 32 keys a warp (256
 // accumulators otherwise) and D = 256 for 16: each computes Sᵀ and dPᵀ for half the queries and dK, dV for half of D;
 // Pᵀ and dSᵀ then go through shared memory, and the warps read them back as A operands for all the
-// queries. In the dQ product (Br queries × D) warp w owns kDqBlocks·16
+// queries. kByProduct (with kSplit = 2): the two warps divide the products instead of the queries
+// and columns: one computes Sᵀ, Pᵀ and dV for all of them, the other dPᵀ, dSᵀ and dK (the kernel's
+// header says why that reads less shared memory). In the dQ product (Br queries × D) warp w owns kDqBlocks·16
 // queries from 16·kDqBlocks·(w mod kDqGroups) and the (w / kDqGroups)-th column block of D.
 template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1,
-          int kSplit_ = 1>
+          int kSplit_ = 1, bool kByProduct_ = false>
 struct BackwardConfig {
   static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_, kKeyBlocks = kKeyBlocks_;
   static constexpr int kSplit = kSplit_;  // warps per key block
+  static constexpr bool kByProduct = kByProduct_;  // a pair divides the products, not the queries and columns
   static constexpr int kThreads = 32 * kWarps, kBc = 16 * kKeyBlocks * kWarps / kSplit, kBr = kBr_;
   static_assert(kSplit == 1 || (kSplit == 2 && D % 128 == 0 && kBr % 32 == 0), "split: halves of 64 columns");
+  static_assert(!kByProduct || kSplit == 2, "by product: two warps per key block");
   static constexpr int kDqBlocks = kDqBlocks_;                // 16-query row blocks per warp in dQ
   static constexpr int kDqGroups = kBr / (16 * kDqBlocks);    // warps along the queries of dQ
   static constexpr int kDqCols = D / (kWarps / kDqGroups);    // dQ columns per warp
@@ -102,7 +107,8 @@ struct BackwardConfig {
     const unsigned h = static_cast<unsigned>(heads), tiles = static_cast<unsigned>((seq_k + kBc - 1) / kBc);
     return key_tiles_first ? dim3(tiles, h) : dim3(h, tiles);
   }
-  // K, V; two buffers of Q and of dO; dSᵀ (and Pᵀ when split); two buffers of the rows' LSE·log2e and D.
+  // K, V; two buffers of Q and of dO; dSᵀ (and Pᵀ when split: by product, in fp16); two buffers of
+  // the rows' LSE·log2e and D.
   static constexpr int kSmemBytes =
       (2 * KVTile::kElements + 4 * QTile::kElements + (kSplit > 1 ? 2 : 1) * DsTile::kElements) * 2 +
       2 * 2 * kBr * 4;
@@ -145,7 +151,9 @@ __device__ __forceinline__ void add_to_dq(float* at, float x, float y) {
 template <class T, class C, bool kAtomicDq = true>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel(const BackwardArgs<T> a) {
   constexpr int D = C::D, Bc = C::kBc, Br = C::kBr, KM = C::kKeyBlocks, S = C::kSplit;
-  constexpr int NQ = Br / S / 8, DT = D / S / 8;  // this warp's query columns of Sᵀ, its columns of dK, dV
+  constexpr bool kByProduct = C::kByProduct;
+  constexpr int kHalves = kByProduct ? 1 : S;  // the parts a pair cuts the queries of Sᵀ and the columns of dK, dV into
+  constexpr int NQ = Br / kHalves / 8, DT = D / kHalves / 8;  // this warp's query columns of Sᵀ, its columns of dK, dV
   using KVTile = typename C::KVTile;
   using QTile = typename C::QTile;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -156,7 +164,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   const std::uint32_t k_tile = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
   const std::uint32_t v_tile = k_tile + kKV, q_tiles = v_tile + kKV, do_tiles = q_tiles + 2 * kQ;
   const std::uint32_t ds_tile = do_tiles + 2 * kQ, p_tile = ds_tile + kDs;  // p_tile: split only
-  unsigned char* ds_generic = smem + (ds_tile - k_tile);
+  unsigned char *ds_generic = smem + (ds_tile - k_tile), *p_generic = smem + (p_tile - k_tile);
   const std::uint32_t rows_tiles = ds_tile + (S > 1 ? 2 : 1) * kDs;
   float* rows_s = reinterpret_cast<float*>(smem + (rows_tiles - k_tile));  // [2][2][Br]
 
@@ -167,7 +175,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   const int key_tile = static_cast<int>(a.key_tiles_first ? blockIdx.x : blockIdx.y);
   const std::int64_t head = a.key_tiles_first ? blockIdx.y : blockIdx.x;
   const int j0 = key_tile * Bc, key0 = j0 + 16 * KM * kw;  // the block's and this warp's first key
-  const int q_part = part * (Br / S), d_part = part * (D / S);  // first query of Sᵀ, first column of dK
+  // The first query of this warp's Sᵀ, the first column of its dK and dV:
+  const int q_part = kByProduct ? 0 : part * (Br / S), d_part = kByProduct ? 0 : part * (D / S);
   const T* q = a.q + head * a.seq_q * D;
   const T* d_o = a.d_o + head * a.seq_q * D;
   const T* k = a.k + head * a.seq_k * D;
@@ -201,7 +210,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     ds_as_a[qm] = ds_tile + sizeof(T) * ((ds_chunk / 8) * (Bc * 64) + row_b * 64 + (((ds_chunk % 8) ^ (lane % 8)) * 8));
   }
 
-  float dk[KM][DT][4] = {}, dv[KM][DT][4] = {};  // row block mi: keys key0 + 16·mi ..
+  // dK and dV of this warp's keys (row block mi: keys key0 + 16·mi ..). By product, a warp has one
+  // of them: the same registers are dV in the S warp and dK in the dP warp.
+  float accumulators[kByProduct ? 1 : 2][KM][DT][4] = {};
+  float(&dv)[KM][DT][4] = accumulators[0];
+  float(&dk)[KM][DT][4] = accumulators[kByProduct ? 0 : 1];
 
   if (qt.begin < qt.end) {
     step07::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tile, k, j0, a.seq_k);
@@ -234,35 +247,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     const std::uint32_t q_tile = q_tiles + b * kQ, do_tile = do_tiles + b * kQ;
     const float* lse2_s = rows_s + b * 2 * Br;
     const float* delta_s = lse2_s + Br;
-
-    // Sᵀ = K_w Q_iᵀ and dPᵀ = V_w dO_iᵀ: 16·KM keys × Br queries each, D/16 steps of k = 16.
-    float st[KM][NQ][4] = {}, dpt[KM][NQ][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      std::uint32_t ka[KM][4], va[KM][4];
-#pragma unroll
-      for (int mi = 0; mi < KM; ++mi) {
-        ptx::ldmatrix_x4(ka[mi], swizzled_at<T>(k_as_a, kk, mi, Bc));
-        ptx::ldmatrix_x4(va[mi], swizzled_at<T>(v_as_a, kk, mi, Bc));
-      }
-#pragma unroll
-      for (int np = 0; np < NQ / 2; ++np) {
-        std::uint32_t qb[4], db[4];
-        ptx::ldmatrix_x4(qb, swizzled_at<T>(q_tile + qdo_as_b, kk, np, Br));
-        ptx::ldmatrix_x4(db, swizzled_at<T>(do_tile + qdo_as_b, kk, np, Br));
-#pragma unroll
-        for (int mi = 0; mi < KM; ++mi) {
-          ptx::mma_m16n8k16<T>(st[mi][2 * np], ka[mi], {qb[0], qb[1]});
-          ptx::mma_m16n8k16<T>(st[mi][2 * np + 1], ka[mi], {qb[2], qb[3]});
-          ptx::mma_m16n8k16<T>(dpt[mi][2 * np], va[mi], {db[0], db[1]});
-          ptx::mma_m16n8k16<T>(dpt[mi][2 * np + 1], va[mi], {db[2], db[3]});
-        }
-      }
-    }
-
-    // Pᵀ and dSᵀ on the accumulators (fragment_gradient.cuh). This thread holds keys
-    // key0 + 16·mi + g (e < 2) and + 8, queries q_part + 8n + 2t and + 1 of the tile (e even, odd).
-    if (i < qt.unmasked_from) {
+    // Scores are masked (−inf: P = 0) where a key is past Nk or, causal, after the query. This
+    // thread holds keys key0 + 16·mi + g (e < 2) and + 8, queries q_part + 8n + 2t and + 1 of the
+    // tile (e even, odd).
+    auto mask = [&](float(&st)[KM][NQ][4]) {
+      if (i >= qt.unmasked_from) return;
 #pragma unroll
       for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
@@ -273,11 +262,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
             const int query = i * Br + q_part + 8 * n + 2 * t + (e & 1);
             if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) st[mi][n][e] = -INFINITY;
           }
-    }
-#pragma unroll
-    for (int mi = 0; mi < KM; ++mi)
-      probabilities_and_score_gradient<NQ>(st[mi], dpt[mi], lse2_s + q_part, delta_s + q_part, a.scale_log2);
-
+    };
     // Pᵀ or dSᵀ, this warp's step ks of its queries, packed as a 16-bit A fragment (keys × k = 16
     // queries): the C→A identity of stage 07.
     auto pack = [&](const float(&x)[KM][NQ][4], int mi, int ks, std::uint32_t(&frag)[4]) {
@@ -299,63 +284,168 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
         }
       }
     };
-    // dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i, step ks of k = 16 queries, this warp's columns of D.
-    auto accumulate = [&](const std::uint32_t(&pa)[KM][4], const std::uint32_t(&da)[KM][4], int ks) {
+
+    if constexpr (kByProduct) {
+      // The pair divides the products. Both first products are 16·KM keys × Br queries over D, both
+      // second ones 16·KM keys × D over Br queries: one code runs both, on the warp's own operands.
+      //   S warp  (part 0): Sᵀ = K_w Q_iᵀ,  Pᵀ,                        dV_w += Pᵀ dO_i
+      //   dP warp (part 1): dPᵀ = V_w dO_iᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − D_i),    dK_w += dSᵀ Q_i
+      // Pᵀ crosses from the S warp to the dP warp through shared memory, in fp16 whatever T is: it
+      // lies in [0, 1], where fp16 carries 3 more bits than bf16, so dSᵀ is rounded about as if
+      // computed from the float32 Pᵀ. dSᵀ goes to shared memory for dQ, as without a pair.
+      const bool s_warp = part == 0;
+      const std::uint32_t first_a = s_warp ? k_as_a : v_as_a;
+      const std::uint32_t first_b = (s_warp ? q_tile : do_tile) + qdo_as_b;
+      const std::uint32_t second_b = (s_warp ? do_tile : q_tile) + qdo_as_bt;
+      float x[KM][NQ][4] = {};  // Sᵀ (S warp) or dPᵀ (dP warp)
 #pragma unroll
-      for (int dp = 0; dp < DT / 2; ++dp) {
-        std::uint32_t ob[4], qb[4];
-        ptx::ldmatrix_x4_trans(ob, swizzled_at<T>(do_tile + qdo_as_bt, dp, ks, Br));
-        ptx::ldmatrix_x4_trans(qb, swizzled_at<T>(q_tile + qdo_as_bt, dp, ks, Br));
+      for (int kk = 0; kk < D / 16; ++kk) {
+        std::uint32_t xa[KM][4];
 #pragma unroll
-        for (int mi = 0; mi < KM; ++mi) {
-          ptx::mma_m16n8k16<T>(dv[mi][2 * dp], pa[mi], {ob[0], ob[1]});
-          ptx::mma_m16n8k16<T>(dv[mi][2 * dp + 1], pa[mi], {ob[2], ob[3]});
-          ptx::mma_m16n8k16<T>(dk[mi][2 * dp], da[mi], {qb[0], qb[1]});
-          ptx::mma_m16n8k16<T>(dk[mi][2 * dp + 1], da[mi], {qb[2], qb[3]});
+        for (int mi = 0; mi < KM; ++mi) ptx::ldmatrix_x4(xa[mi], swizzled_at<T>(first_a, kk, mi, Bc));
+#pragma unroll
+        for (int np = 0; np < NQ / 2; ++np) {
+          std::uint32_t xb[4];
+          ptx::ldmatrix_x4(xb, swizzled_at<T>(first_b, kk, np, Br));
+#pragma unroll
+          for (int mi = 0; mi < KM; ++mi) {
+            ptx::mma_m16n8k16<T>(x[mi][2 * np], xa[mi], {xb[0], xb[1]});
+            ptx::mma_m16n8k16<T>(x[mi][2 * np + 1], xa[mi], {xb[2], xb[3]});
+          }
         }
       }
-    };
-    if constexpr (S == 1) {
-      // The warp has all Br queries of its keys: Pᵀ and dSᵀ are A operands straight from the
-      // accumulators; dSᵀ also goes to shared memory, for the dQ product.
+      if (s_warp) {
+        mask(x);
 #pragma unroll
-      for (int ks = 0; ks < Br / 16; ++ks) {
-        std::uint32_t pa[KM][4], da[KM][4];
+        for (int mi = 0; mi < KM; ++mi) probabilities<NQ>(x[mi], lse2_s, a.scale_log2);
+#pragma unroll
+        for (int mi = 0; mi < KM; ++mi)
+#pragma unroll
+          for (int ks = 0; ks < NQ / 2; ++ks) {
+            const float(&c0)[4] = x[mi][2 * ks], (&c1)[4] = x[mi][2 * ks + 1];
+            const std::uint32_t p16[4] = {ptx::pack2<__half>(c0[0], c0[1]), ptx::pack2<__half>(c0[2], c0[3]),
+                                          ptx::pack2<__half>(c1[0], c1[1]), ptx::pack2<__half>(c1[2], c1[3])};
+            store(p_generic, p16, mi, ks);
+          }
+      }
+      __syncthreads();  // Pᵀ complete
+      // Step ks of k = 16 queries: Pᵀ or dSᵀ packed as A fragments, then the second product. (Both
+      // warps carry x, not the packed fragments, across the barrier: the registers of the two
+      // roles are one allocation, and the packed Pᵀ beside dPᵀ would not fit.)
+#pragma unroll
+      for (int ks = 0; ks < NQ / 2; ++ks) {
+        std::uint32_t frag[KM][4];  // Pᵀ (S warp) or dSᵀ (dP warp)
 #pragma unroll
         for (int mi = 0; mi < KM; ++mi) {
-          pack(st, mi, ks, pa[mi]);
-          pack(dpt, mi, ks, da[mi]);
-          if constexpr (kAtomicDq) store(ds_generic, da[mi], mi, ks);
+          if (!s_warp) {
+            std::uint32_t p16[4];  // the fp16 A fragment: the same element places as two C fragments
+            ptx::ldmatrix_x4(p16, swizzled_at<T>(p_tile + key_rows_a, ks, mi, Bc));
+            score_gradient(p16, x[mi][2 * ks], x[mi][2 * ks + 1], delta_s + 16 * ks);
+          }
+          pack(x, mi, ks, frag[mi]);
+          if (kAtomicDq && !s_warp) store(ds_generic, frag[mi], mi, ks);
         }
-        accumulate(pa, da, ks);
+#pragma unroll
+        for (int dp = 0; dp < DT / 2; ++dp) {
+          std::uint32_t yb[4];
+          ptx::ldmatrix_x4_trans(yb, swizzled_at<T>(second_b, dp, ks, Br));
+#pragma unroll
+          for (int mi = 0; mi < KM; ++mi) {
+            ptx::mma_m16n8k16<T>(dv[mi][2 * dp], frag[mi], {yb[0], yb[1]});  // dV or dK
+            ptx::mma_m16n8k16<T>(dv[mi][2 * dp + 1], frag[mi], {yb[2], yb[3]});
+          }
+        }
       }
     } else {
-      // Split: each warp has half the queries; both halves meet in shared memory, and each warp
-      // reads back Pᵀ and dSᵀ of its keys for all Br queries.
+      // Sᵀ = K_w Q_iᵀ and dPᵀ = V_w dO_iᵀ: 16·KM keys × Br queries each, D/16 steps of k = 16.
+      float st[KM][NQ][4] = {}, dpt[KM][NQ][4] = {};
 #pragma unroll
-      for (int ks = 0; ks < NQ / 2; ++ks)
-#pragma unroll
-        for (int mi = 0; mi < KM; ++mi) {
-          std::uint32_t frag[4];
-          pack(st, mi, ks, frag);
-          store(smem + (p_tile - k_tile), frag, mi, ks);
-          pack(dpt, mi, ks, frag);
-          store(ds_generic, frag, mi, ks);
-        }
-      __syncthreads();  // Pᵀ, dSᵀ complete
-#pragma unroll
-      for (int ks = 0; ks < Br / 16; ++ks) {
-        std::uint32_t pa[KM][4], da[KM][4];
+      for (int kk = 0; kk < D / 16; ++kk) {
+        std::uint32_t ka[KM][4], va[KM][4];
 #pragma unroll
         for (int mi = 0; mi < KM; ++mi) {
-          ptx::ldmatrix_x4(pa[mi], swizzled_at<T>(p_tile + key_rows_a, ks, mi, Bc));
-          ptx::ldmatrix_x4(da[mi], swizzled_at<T>(ds_tile + key_rows_a, ks, mi, Bc));
+          ptx::ldmatrix_x4(ka[mi], swizzled_at<T>(k_as_a, kk, mi, Bc));
+          ptx::ldmatrix_x4(va[mi], swizzled_at<T>(v_as_a, kk, mi, Bc));
         }
-        accumulate(pa, da, ks);
+#pragma unroll
+        for (int np = 0; np < NQ / 2; ++np) {
+          std::uint32_t qb[4], db[4];
+          ptx::ldmatrix_x4(qb, swizzled_at<T>(q_tile + qdo_as_b, kk, np, Br));
+          ptx::ldmatrix_x4(db, swizzled_at<T>(do_tile + qdo_as_b, kk, np, Br));
+#pragma unroll
+          for (int mi = 0; mi < KM; ++mi) {
+            ptx::mma_m16n8k16<T>(st[mi][2 * np], ka[mi], {qb[0], qb[1]});
+            ptx::mma_m16n8k16<T>(st[mi][2 * np + 1], ka[mi], {qb[2], qb[3]});
+            ptx::mma_m16n8k16<T>(dpt[mi][2 * np], va[mi], {db[0], db[1]});
+            ptx::mma_m16n8k16<T>(dpt[mi][2 * np + 1], va[mi], {db[2], db[3]});
+          }
+        }
+      }
+
+      mask(st);
+      // Pᵀ and dSᵀ on the accumulators (fragment_gradient.cuh).
+#pragma unroll
+      for (int mi = 0; mi < KM; ++mi)
+        probabilities_and_score_gradient<NQ>(st[mi], dpt[mi], lse2_s + q_part, delta_s + q_part, a.scale_log2);
+
+      // dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i, step ks of k = 16 queries, this warp's columns of D.
+      auto accumulate = [&](const std::uint32_t(&pa)[KM][4], const std::uint32_t(&da)[KM][4], int ks) {
+#pragma unroll
+        for (int dp = 0; dp < DT / 2; ++dp) {
+          std::uint32_t ob[4], qb[4];
+          ptx::ldmatrix_x4_trans(ob, swizzled_at<T>(do_tile + qdo_as_bt, dp, ks, Br));
+          ptx::ldmatrix_x4_trans(qb, swizzled_at<T>(q_tile + qdo_as_bt, dp, ks, Br));
+#pragma unroll
+          for (int mi = 0; mi < KM; ++mi) {
+            ptx::mma_m16n8k16<T>(dv[mi][2 * dp], pa[mi], {ob[0], ob[1]});
+            ptx::mma_m16n8k16<T>(dv[mi][2 * dp + 1], pa[mi], {ob[2], ob[3]});
+            ptx::mma_m16n8k16<T>(dk[mi][2 * dp], da[mi], {qb[0], qb[1]});
+            ptx::mma_m16n8k16<T>(dk[mi][2 * dp + 1], da[mi], {qb[2], qb[3]});
+          }
+        }
+      };
+      if constexpr (S == 1) {
+        // The warp has all Br queries of its keys: Pᵀ and dSᵀ are A operands straight from the
+        // accumulators; dSᵀ also goes to shared memory, for the dQ product.
+#pragma unroll
+        for (int ks = 0; ks < Br / 16; ++ks) {
+          std::uint32_t pa[KM][4], da[KM][4];
+#pragma unroll
+          for (int mi = 0; mi < KM; ++mi) {
+            pack(st, mi, ks, pa[mi]);
+            pack(dpt, mi, ks, da[mi]);
+            if constexpr (kAtomicDq) store(ds_generic, da[mi], mi, ks);
+          }
+          accumulate(pa, da, ks);
+        }
+      } else {
+        // Split: each warp has half the queries; both halves meet in shared memory, and each warp
+        // reads back Pᵀ and dSᵀ of its keys for all Br queries.
+#pragma unroll
+        for (int ks = 0; ks < NQ / 2; ++ks)
+#pragma unroll
+          for (int mi = 0; mi < KM; ++mi) {
+            std::uint32_t frag[4];
+            pack(st, mi, ks, frag);
+            store(p_generic, frag, mi, ks);
+            pack(dpt, mi, ks, frag);
+            store(ds_generic, frag, mi, ks);
+          }
+        __syncthreads();  // Pᵀ, dSᵀ complete
+#pragma unroll
+        for (int ks = 0; ks < Br / 16; ++ks) {
+          std::uint32_t pa[KM][4], da[KM][4];
+#pragma unroll
+          for (int mi = 0; mi < KM; ++mi) {
+            ptx::ldmatrix_x4(pa[mi], swizzled_at<T>(p_tile + key_rows_a, ks, mi, Bc));
+            ptx::ldmatrix_x4(da[mi], swizzled_at<T>(ds_tile + key_rows_a, ks, mi, Bc));
+          }
+          accumulate(pa, da, ks);
+        }
       }
     }
     if constexpr (!kAtomicDq) continue;
-    if constexpr (S == 1) __syncthreads();  // dSᵀ complete
+    if constexpr (S == 1 || kByProduct) __syncthreads();  // dSᵀ complete
 
     // dQ_i (this warp's 16·QM queries × kDqCols) = dS K_j: Bc/16 steps of k = 16 keys, then atomics.
     constexpr int QT = C::kDqCols / 8;

@@ -23,7 +23,10 @@
 // Exercise 08 (exercises/08_tensor_core_backward/) is this function with its two regions as holes.
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cmath>
+#include <cstdint>
 
 #include "fa/cuda/ptx/mma.cuh"
 
@@ -49,6 +52,38 @@ __device__ __forceinline__ void probabilities_and_score_gradient(float (&st)[NQ]
       st[n][e] = p;
       dpt[n][e] = p * (dpt[n][e] - ((e & 1) ? dd.y : dd.x));
       // <<< ex08:p_and_ds
+    }
+  }
+}
+
+// The same two steps for a pair of warps that divides the products (BackwardConfig::kByProduct):
+// the S warp, which has Sᵀ, makes Pᵀ; the dP warp, which has dPᵀ, makes dSᵀ from the Pᵀ it reads
+// back from shared memory.
+template <int NQ>
+__device__ __forceinline__ void probabilities(float (&st)[NQ][4], const float* lse2, float scale_log2) {
+  const int t = static_cast<int>(threadIdx.x) % 4;
+#pragma unroll
+  for (int n = 0; n < NQ; ++n) {
+    const float2 l2 = *reinterpret_cast<const float2*>(lse2 + 8 * n + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) st[n][e] = ptx::ex2(fmaf(st[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+  }
+}
+// p: Pᵀ of 16 queries as an fp16 A fragment (ldmatrix of the stored Pᵀ), which holds the elements
+// of the two C fragments dpt0 (queries 2t, 2t + 1) and dpt1 (8 + 2t, 8 + 2t + 1) in their order:
+// register 2h + r has key g + 8r of column tile h. delta: D of those 16 queries.
+__device__ __forceinline__ void score_gradient(const std::uint32_t (&p)[4], float (&dpt0)[4], float (&dpt1)[4],
+                                               const float* delta) {
+  const int t = static_cast<int>(threadIdx.x) % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float(&dpt)[4] = h == 0 ? dpt0 : dpt1;
+    const float2 dd = *reinterpret_cast<const float2*>(delta + 8 * h + 2 * t);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float2 pr = __half22float2(*reinterpret_cast<const __half2*>(&p[2 * h + r]));
+      dpt[2 * r] = pr.x * (dpt[2 * r] - dd.x);
+      dpt[2 * r + 1] = pr.y * (dpt[2 * r + 1] - dd.y);
     }
   }
 }

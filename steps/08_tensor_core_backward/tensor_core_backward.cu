@@ -54,12 +54,12 @@ struct StageConfigOf {
 };
 template <bool kCausal>
 struct StageConfigOf<128, kCausal> {
-  using type = BackwardConfig<128, 8, 1, 2, 64, 2, 2>;  // Bc = 128, Br = 64, two warps per 32 keys
+  using type = BackwardConfig<128, 8, 1, 2, 64, 2, 2, true>;  // Bc = 128, Br = 64, two warps per 32 keys
   static constexpr std::int64_t key_tiles_first_from = 8192;
 };
 template <bool kCausal>
 struct StageConfigOf<256, kCausal> {
-  using type = BackwardConfig<256, 8, 1, 1, 64, 2, 2>;  // Bc = 64, Br = 64, two warps per 16 keys
+  using type = BackwardConfig<256, 8, 1, 1, 64, 2, 2, true>;  // Bc = 64, Br = 64, two warps per 16 keys
   static constexpr std::int64_t key_tiles_first_from = kNever;
 };
 template <>
