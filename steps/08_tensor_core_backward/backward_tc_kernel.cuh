@@ -170,7 +170,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   // Split: warps 2kw and 2kw + 1 share key block kw; part 0 or 1 of the queries (Sᵀ) and of D (dK, dV).
-  const int kw = warp / S, part = warp % S;
+  // By product: warps kw and kw + kWarps/2, the S warp and the dP warp (part 0, 1). Warp w issues from
+  // the SM's scheduler w mod 4, so each scheduler gets both roles and the exponentials (S warps)
+  // and dSᵀ (dP warps) spread over all four.
+  const int kw = kByProduct ? warp % (C::kWarps / 2) : warp / S;
+  const int part = kByProduct ? warp / (C::kWarps / 2) : warp % S;
   // The grid: key_tiles_first, (key tiles, heads), else (heads, key tiles).
   const int key_tile = static_cast<int>(a.key_tiles_first ? blockIdx.x : blockIdx.y);
   const std::int64_t head = a.key_tiles_first ? blockIdx.y : blockIdx.x;
@@ -329,22 +333,29 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
           }
       }
       __syncthreads();  // Pᵀ complete
+      if (!s_warp) {  // dSᵀ = Pᵀ ∘ (dPᵀ − D) over x, and to shared memory for dQ
+#pragma unroll
+        for (int mi = 0; mi < KM; ++mi)
+#pragma unroll
+          for (int ks = 0; ks < NQ / 2; ++ks) {
+            std::uint32_t p16[4];  // the fp16 A fragment: the same element places as two C fragments
+            ptx::ldmatrix_x4(p16, swizzled_at<T>(p_tile + key_rows_a, ks, mi, Bc));
+            score_gradient(p16, x[mi][2 * ks], x[mi][2 * ks + 1], delta_s + 16 * ks);
+            if constexpr (kAtomicDq) {
+              std::uint32_t ds[4];
+              pack(x, mi, ks, ds);
+              store(ds_generic, ds, mi, ks);
+            }
+          }
+      }
       // Step ks of k = 16 queries: Pᵀ or dSᵀ packed as A fragments, then the second product. (Both
-      // warps carry x, not the packed fragments, across the barrier: the registers of the two
-      // roles are one allocation, and the packed Pᵀ beside dPᵀ would not fit.)
+      // warps carry x, not packed fragments, across the barrier: the registers of the two roles are
+      // one allocation, and the packed Pᵀ beside dPᵀ would not fit.)
 #pragma unroll
       for (int ks = 0; ks < NQ / 2; ++ks) {
         std::uint32_t frag[KM][4];  // Pᵀ (S warp) or dSᵀ (dP warp)
 #pragma unroll
-        for (int mi = 0; mi < KM; ++mi) {
-          if (!s_warp) {
-            std::uint32_t p16[4];  // the fp16 A fragment: the same element places as two C fragments
-            ptx::ldmatrix_x4(p16, swizzled_at<T>(p_tile + key_rows_a, ks, mi, Bc));
-            score_gradient(p16, x[mi][2 * ks], x[mi][2 * ks + 1], delta_s + 16 * ks);
-          }
-          pack(x, mi, ks, frag[mi]);
-          if (kAtomicDq && !s_warp) store(ds_generic, frag[mi], mi, ks);
-        }
+        for (int mi = 0; mi < KM; ++mi) pack(x, mi, ks, frag[mi]);
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
           std::uint32_t yb[4];
@@ -487,11 +498,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       const int key = key0 + 16 * mi + g + 8 * r;
       if (key >= a.seq_k) continue;
       const std::int64_t at_row = (head * a.seq_k + key) * D + d_part + 2 * t;
+      // By product the S warp has dV and the dP warp dK (in the same registers).
+      const bool write_dk = !kByProduct || part == 1, write_dv = !kByProduct || part == 0;
 #pragma unroll
       for (int n = 0; n < DT; ++n) {
-        *reinterpret_cast<std::uint32_t*>(a.dk + at_row + 8 * n) =
-            ptx::pack2<T>(dk[mi][n][2 * r] * a.scale, dk[mi][n][2 * r + 1] * a.scale);
-        *reinterpret_cast<std::uint32_t*>(a.dv + at_row + 8 * n) = ptx::pack2<T>(dv[mi][n][2 * r], dv[mi][n][2 * r + 1]);
+        if (write_dk)
+          *reinterpret_cast<std::uint32_t*>(a.dk + at_row + 8 * n) =
+              ptx::pack2<T>(dk[mi][n][2 * r] * a.scale, dk[mi][n][2 * r + 1] * a.scale);
+        if (write_dv)
+          *reinterpret_cast<std::uint32_t*>(a.dv + at_row + 8 * n) = ptx::pack2<T>(dv[mi][n][2 * r], dv[mi][n][2 * r + 1]);
       }
     }
 }
