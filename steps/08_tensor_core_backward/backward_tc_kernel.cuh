@@ -298,9 +298,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       // lies in [0, 1], where fp16 carries 3 more bits than bf16, so dSᵀ is rounded about as if
       // computed from the float32 Pᵀ. dSᵀ goes to shared memory for dQ, as without a pair.
       const bool s_warp = part == 0;
-      const std::uint32_t first_a = s_warp ? k_as_a : v_as_a;
-      const std::uint32_t first_b = (s_warp ? q_tile : do_tile) + qdo_as_b;
-      const std::uint32_t second_b = (s_warp ? do_tile : q_tile) + qdo_as_bt;
+      // K or V (the tile after K), Q or dO (the two buffers after Q's), dO or Q.
+      const std::uint32_t first_a = k_as_a + part * kKV;
+      const std::uint32_t first_b = q_tile + part * (2 * kQ) + qdo_as_b;
+      const std::uint32_t second_b = q_tile + (1 - part) * (2 * kQ) + qdo_as_bt;
       float x[KM][NQ][4] = {};  // Sᵀ (S warp) or dPᵀ (dP warp)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -333,7 +334,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
           }
       }
       __syncthreads();  // Pᵀ complete
-      if (!s_warp) {  // dSᵀ = Pᵀ ∘ (dPᵀ − D) over x, and to shared memory for dQ
+      if (!s_warp) {  // dSᵀ = Pᵀ ∘ (dPᵀ − D), over x
 #pragma unroll
         for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
@@ -341,29 +342,33 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
             std::uint32_t p16[4];  // the fp16 A fragment: the same element places as two C fragments
             ptx::ldmatrix_x4(p16, swizzled_at<T>(p_tile + key_rows_a, ks, mi, Bc));
             score_gradient(p16, x[mi][2 * ks], x[mi][2 * ks + 1], delta_s + 16 * ks);
-            if constexpr (kAtomicDq) {
-              std::uint32_t ds[4];
-              pack(x, mi, ks, ds);
-              store(ds_generic, ds, mi, ks);
-            }
           }
       }
-      // Step ks of k = 16 queries: Pᵀ or dSᵀ packed as A fragments, then the second product. (Both
-      // warps carry x, not packed fragments, across the barrier: the registers of the two roles are
-      // one allocation, and the packed Pᵀ beside dPᵀ would not fit.)
+      // Pᵀ or dSᵀ packed as the second product's A fragments, all of them before it, so that x
+      // (twice the registers) is no longer live there. (Both warps carry x, not packed fragments,
+      // across the barrier: the two roles share one register allocation, and the S warp's packed
+      // Pᵀ beside the dP warp's dPᵀ would not fit.)
+      std::uint32_t frag[KM][NQ / 2][4];
+#pragma unroll
+      for (int mi = 0; mi < KM; ++mi)
+#pragma unroll
+        for (int ks = 0; ks < NQ / 2; ++ks) pack(x, mi, ks, frag[mi][ks]);
+      if (kAtomicDq && !s_warp) {  // dSᵀ to shared memory, for dQ
+#pragma unroll
+        for (int mi = 0; mi < KM; ++mi)
+#pragma unroll
+          for (int ks = 0; ks < NQ / 2; ++ks) store(ds_generic, frag[mi][ks], mi, ks);
+      }
 #pragma unroll
       for (int ks = 0; ks < NQ / 2; ++ks) {
-        std::uint32_t frag[KM][4];  // Pᵀ (S warp) or dSᵀ (dP warp)
-#pragma unroll
-        for (int mi = 0; mi < KM; ++mi) pack(x, mi, ks, frag[mi]);
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
           std::uint32_t yb[4];
           ptx::ldmatrix_x4_trans(yb, swizzled_at<T>(second_b, dp, ks, Br));
 #pragma unroll
           for (int mi = 0; mi < KM; ++mi) {
-            ptx::mma_m16n8k16<T>(dv[mi][2 * dp], frag[mi], {yb[0], yb[1]});  // dV or dK
-            ptx::mma_m16n8k16<T>(dv[mi][2 * dp + 1], frag[mi], {yb[2], yb[3]});
+            ptx::mma_m16n8k16<T>(dv[mi][2 * dp], frag[mi][ks], {yb[0], yb[1]});  // dV or dK
+            ptx::mma_m16n8k16<T>(dv[mi][2 * dp + 1], frag[mi][ks], {yb[2], yb[3]});
           }
         }
       }
