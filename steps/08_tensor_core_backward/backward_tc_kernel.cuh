@@ -18,8 +18,9 @@
 //     dSᵀ → shared memory; then warp w owns 16·QM queries of the tile and a column block of D:
 //     dQ_i += dS K_j      A: dS (ldmatrix.trans of the stored dSᵀ), B: K (ldmatrix.trans)
 //                         added to a float32 dQ in global memory with atomics
-//   Split (D = 128, 256): two warps share each key block, each computing Sᵀ and dPᵀ for half the queries
-//   and dK, dV for half of D; Pᵀ and dSᵀ go to shared memory and come back as A operands.
+//   A pair (D = 128, 256): two warps share each key block and divide the products. The S warp
+//   computes Sᵀ, Pᵀ and dV_w, the dP warp dPᵀ, dSᵀ and dK_w; Pᵀ crosses from one to the other
+//   through shared memory.
 //   (--deterministic: the same kernel without the dQ part, then backward_dq_kernel below, which
 //   turns the loop around to compute dQ in registers in a fixed order.)
 //
@@ -32,7 +33,11 @@
 // What sets the speed is shared memory: every fragment read by ldmatrix serves a few mma's. A warp
 // of 16 keys reads 5 fragments for 8 mma's of Sᵀ (one of K, four of Q); of 32 keys, 6 for 16. Per
 // query tile that is 0.58 fragments per mma with 16 keys a warp (D = 128) and 0.45 with 32
-// (D = 64, or D = 128 split), which the tile shapes in tensor_core_backward.cu are measured against.
+// (D = 64), which the tile shapes in tensor_core_backward.cu are measured against. At D = 128 a warp
+// cannot hold 32 keys' dK and dV (256 accumulators), so two warps share 32 keys. Dividing the
+// products between them (rather than the queries of Sᵀ and dPᵀ and the columns of dK and dV, the
+// first version) reads 120 fragments a warp per query tile instead of 144: each warp reads only K
+// or only V, and in the second product only dO or only Q (docs/results/step08_pairing_h100.txt).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -77,21 +82,18 @@ struct BackwardArgs {
 // fragment of Q or dO read from shared memory feeds kKeyBlocks row blocks of keys, so 32 keys a warp
 // read half the shared memory per product of 16 (D = 64: 32 keys × 32 queries fits where 32 × 64 does
 // not). kSplit = 2: two warps share each key block, which D = 128 needs for 32 keys a warp (256
-// accumulators otherwise) and D = 256 for 16: each computes Sᵀ and dPᵀ for half the queries and dK, dV for half of D;
-// Pᵀ and dSᵀ then go through shared memory, and the warps read them back as A operands for all the
-// queries. kByProduct (with kSplit = 2): the two warps divide the products instead of the queries
-// and columns: one computes Sᵀ, Pᵀ and dV for all of them, the other dPᵀ, dSᵀ and dK (the kernel's
-// header says why that reads less shared memory). In the dQ product (Br queries × D) warp w owns kDqBlocks·16
-// queries from 16·kDqBlocks·(w mod kDqGroups) and the (w / kDqGroups)-th column block of D.
+// accumulators otherwise) and D = 256 for 16. They divide the products: the S warp computes Sᵀ, Pᵀ
+// and dV of the block's keys, the dP warp dPᵀ, dSᵀ and dK, each over all Br queries and all of D
+// (16·kKeyBlocks × D accumulators a warp, as with kSplit = 1 and half the keys). In the dQ product
+// (Br queries × D) warp w owns kDqBlocks·16 queries from 16·kDqBlocks·(w mod kDqGroups) and the
+// (w / kDqGroups)-th column block of D.
 template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1,
-          int kSplit_ = 1, bool kByProduct_ = false>
+          int kSplit_ = 1>
 struct BackwardConfig {
   static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_, kKeyBlocks = kKeyBlocks_;
   static constexpr int kSplit = kSplit_;  // warps per key block
-  static constexpr bool kByProduct = kByProduct_;  // a pair divides the products, not the queries and columns
   static constexpr int kThreads = 32 * kWarps, kBc = 16 * kKeyBlocks * kWarps / kSplit, kBr = kBr_;
-  static_assert(kSplit == 1 || (kSplit == 2 && D % 128 == 0 && kBr % 32 == 0), "split: halves of 64 columns");
-  static_assert(!kByProduct || kSplit == 2, "by product: two warps per key block");
+  static_assert(kSplit == 1 || (kSplit == 2 && kWarps % 2 == 0), "a warp or a pair of warps per key block");
   static constexpr int kDqBlocks = kDqBlocks_;                // 16-query row blocks per warp in dQ
   static constexpr int kDqGroups = kBr / (16 * kDqBlocks);    // warps along the queries of dQ
   static constexpr int kDqCols = D / (kWarps / kDqGroups);    // dQ columns per warp
@@ -107,8 +109,8 @@ struct BackwardConfig {
     const unsigned h = static_cast<unsigned>(heads), tiles = static_cast<unsigned>((seq_k + kBc - 1) / kBc);
     return key_tiles_first ? dim3(tiles, h) : dim3(h, tiles);
   }
-  // K, V; two buffers of Q and of dO; dSᵀ (and Pᵀ when split: by product, in fp16); two buffers of
-  // the rows' LSE·log2e and D.
+  // K, V; two buffers of Q and of dO; dSᵀ (and, with a pair, Pᵀ in fp16); two buffers of the rows'
+  // LSE·log2e and D.
   static constexpr int kSmemBytes =
       (2 * KVTile::kElements + 4 * QTile::kElements + (kSplit > 1 ? 2 : 1) * DsTile::kElements) * 2 +
       2 * 2 * kBr * 4;
@@ -151,9 +153,7 @@ __device__ __forceinline__ void add_to_dq(float* at, float x, float y) {
 template <class T, class C, bool kAtomicDq = true>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel(const BackwardArgs<T> a) {
   constexpr int D = C::D, Bc = C::kBc, Br = C::kBr, KM = C::kKeyBlocks, S = C::kSplit;
-  constexpr bool kByProduct = C::kByProduct;
-  constexpr int kHalves = kByProduct ? 1 : S;  // the parts a pair cuts the queries of Sᵀ and the columns of dK, dV into
-  constexpr int NQ = Br / kHalves / 8, DT = D / kHalves / 8;  // this warp's query columns of Sᵀ, its columns of dK, dV
+  constexpr int NQ = Br / 8, DT = D / 8;  // 8-column tiles of Sᵀ (queries) and of dK, dV (D)
   using KVTile = typename C::KVTile;
   using QTile = typename C::QTile;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -163,24 +163,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   constexpr std::uint32_t kDs = C::DsTile::kElements * sizeof(T);
   const std::uint32_t k_tile = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
   const std::uint32_t v_tile = k_tile + kKV, q_tiles = v_tile + kKV, do_tiles = q_tiles + 2 * kQ;
-  const std::uint32_t ds_tile = do_tiles + 2 * kQ, p_tile = ds_tile + kDs;  // p_tile: split only
+  const std::uint32_t ds_tile = do_tiles + 2 * kQ, p_tile = ds_tile + kDs;  // p_tile: a pair only
   unsigned char *ds_generic = smem + (ds_tile - k_tile), *p_generic = smem + (p_tile - k_tile);
   const std::uint32_t rows_tiles = ds_tile + (S > 1 ? 2 : 1) * kDs;
   float* rows_s = reinterpret_cast<float*>(smem + (rows_tiles - k_tile));  // [2][2][Br]
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  // Split: warps 2kw and 2kw + 1 share key block kw; part 0 or 1 of the queries (Sᵀ) and of D (dK, dV).
-  // By product: warps kw and kw + kWarps/2, the S warp and the dP warp (part 0, 1). Warp w issues from
-  // the SM's scheduler w mod 4, so each scheduler gets both roles and the exponentials (S warps)
-  // and dSᵀ (dP warps) spread over all four.
-  const int kw = kByProduct ? warp % (C::kWarps / 2) : warp / S;
-  const int part = kByProduct ? warp / (C::kWarps / 2) : warp % S;
+  // Key block kw. A pair: warps kw and kw + kWarps/2, the S warp and the dP warp (part 0, 1). Warp w
+  // issues from the SM's scheduler w mod 4, so each scheduler gets both roles and the exponentials
+  // (S warps) and dSᵀ (dP warps) spread over all four.
+  const int kw = S == 2 ? warp % (C::kWarps / 2) : warp;
+  const int part = S == 2 ? warp / (C::kWarps / 2) : 0;
   // The grid: key_tiles_first, (key tiles, heads), else (heads, key tiles).
   const int key_tile = static_cast<int>(a.key_tiles_first ? blockIdx.x : blockIdx.y);
   const std::int64_t head = a.key_tiles_first ? blockIdx.y : blockIdx.x;
   const int j0 = key_tile * Bc, key0 = j0 + 16 * KM * kw;  // the block's and this warp's first key
-  // The first query of this warp's Sᵀ, the first column of its dK and dV:
-  const int q_part = kByProduct ? 0 : part * (Br / S), d_part = kByProduct ? 0 : part * (D / S);
   const T* q = a.q + head * a.seq_q * D;
   const T* d_o = a.d_o + head * a.seq_q * D;
   const T* k = a.k + head * a.seq_k * D;
@@ -200,9 +197,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   const std::uint32_t key_rows_a = sizeof(T) * ((16 * KM * kw + row_a) * 64 + chunk_a * 8);  // + 16·mi rows
   const std::uint32_t k_as_a = k_tile + key_rows_a, v_as_a = v_tile + key_rows_a;
   const std::uint32_t k_as_bt = k_tile + sizeof(T) * (row_a * 64 + chunk_a * 8);   // + 16·ks rows
-  const std::uint32_t qdo_as_b = sizeof(T) * ((q_part + row_b) * 64 + chunk_b * 8);  // + the tile
-  const std::uint32_t qdo_as_bt =                                                   // + the tile
-      sizeof(T) * ((d_part / 64) * (Br * 64) + row_a * 64 + chunk_a * 8);
+  const std::uint32_t qdo_as_b = sizeof(T) * (row_b * 64 + chunk_b * 8);   // + the tile
+  const std::uint32_t qdo_as_bt = sizeof(T) * (row_a * 64 + chunk_a * 8);  // + the tile
   // dSᵀ as dS's A operand, row block qm: key rows 16·ks + row_b, query columns
   // dq_rows + 16·qm + 8·((lane / 8) mod 2).
   constexpr int QM = C::kDqBlocks;
@@ -214,11 +210,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     ds_as_a[qm] = ds_tile + sizeof(T) * ((ds_chunk / 8) * (Bc * 64) + row_b * 64 + (((ds_chunk % 8) ^ (lane % 8)) * 8));
   }
 
-  // dK and dV of this warp's keys (row block mi: keys key0 + 16·mi ..). By product, a warp has one
+  // dK and dV of this warp's keys (row block mi: keys key0 + 16·mi ..). In a pair a warp has one
   // of them: the same registers are dV in the S warp and dK in the dP warp.
-  float accumulators[kByProduct ? 1 : 2][KM][DT][4] = {};
+  float accumulators[S == 2 ? 1 : 2][KM][DT][4] = {};
   float(&dv)[KM][DT][4] = accumulators[0];
-  float(&dk)[KM][DT][4] = accumulators[kByProduct ? 0 : 1];
+  float(&dk)[KM][DT][4] = accumulators[S == 2 ? 0 : 1];
 
   if (qt.begin < qt.end) {
     step07::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tile, k, j0, a.seq_k);
@@ -252,7 +248,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     const float* lse2_s = rows_s + b * 2 * Br;
     const float* delta_s = lse2_s + Br;
     // Scores are masked (−inf: P = 0) where a key is past Nk or, causal, after the query. This
-    // thread holds keys key0 + 16·mi + g (e < 2) and + 8, queries q_part + 8n + 2t and + 1 of the
+    // thread holds keys key0 + 16·mi + g (e < 2) and + 8, queries 8n + 2t and + 1 of the
     // tile (e even, odd).
     auto mask = [&](float(&st)[KM][NQ][4]) {
       if (i >= qt.unmasked_from) return;
@@ -263,22 +259,22 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int key = key0 + 16 * mi + g + (e >= 2 ? 8 : 0);
-            const int query = i * Br + q_part + 8 * n + 2 * t + (e & 1);
+            const int query = i * Br + 8 * n + 2 * t + (e & 1);
             if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) st[mi][n][e] = -INFINITY;
           }
     };
-    // Pᵀ or dSᵀ, this warp's step ks of its queries, packed as a 16-bit A fragment (keys × k = 16
+    // Pᵀ or dSᵀ, step ks of the tile's queries, packed as a 16-bit A fragment (keys × k = 16
     // queries): the C→A identity of stage 07.
     auto pack = [&](const float(&x)[KM][NQ][4], int mi, int ks, std::uint32_t(&frag)[4]) {
       const float(&c0)[4] = x[mi][2 * ks], (&c1)[4] = x[mi][2 * ks + 1];
       frag[0] = ptx::pack2<T>(c0[0], c0[1]), frag[1] = ptx::pack2<T>(c0[2], c0[3]);
       frag[2] = ptx::pack2<T>(c1[0], c1[1]), frag[3] = ptx::pack2<T>(c1[2], c1[3]);
     };
-    // ... stored to a Bc × Br tile: keys key0 + 16·mi + g (+8), queries q_part + 16ks + 8·half + 2t.
+    // ... stored to a Bc × Br tile: keys key0 + 16·mi + g (+8), queries 16ks + 8·half + 2t.
     auto store = [&](unsigned char* tile, const std::uint32_t(&frag)[4], int mi, int ks) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int chunk = q_part / 8 + 2 * ks + half;  // the query column's 16-byte chunk
+        const int chunk = 2 * ks + half;  // the query column's 16-byte chunk
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int row = 16 * (KM * kw + mi) + g + 8 * r;  // row mod 8 = g
@@ -289,7 +285,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       }
     };
 
-    if constexpr (kByProduct) {
+    if constexpr (S == 2) {
       // The pair divides the products. Both first products are 16·KM keys × Br queries over D, both
       // second ones 16·KM keys × D over Br queries: one code runs both, on the warp's own operands.
       //   S warp  (part 0): Sᵀ = K_w Q_iᵀ,  Pᵀ,                        dV_w += Pᵀ dO_i
@@ -402,10 +398,19 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       // Pᵀ and dSᵀ on the accumulators (fragment_gradient.cuh).
 #pragma unroll
       for (int mi = 0; mi < KM; ++mi)
-        probabilities_and_score_gradient<NQ>(st[mi], dpt[mi], lse2_s + q_part, delta_s + q_part, a.scale_log2);
+        probabilities_and_score_gradient<NQ>(st[mi], dpt[mi], lse2_s, delta_s, a.scale_log2);
 
-      // dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i, step ks of k = 16 queries, this warp's columns of D.
-      auto accumulate = [&](const std::uint32_t(&pa)[KM][4], const std::uint32_t(&da)[KM][4], int ks) {
+      // Pᵀ and dSᵀ are A operands straight from the accumulators (dSᵀ also goes to shared memory,
+      // for the dQ product): dV_w += Pᵀ dO_i and dK_w += dSᵀ Q_i, step ks of k = 16 queries.
+#pragma unroll
+      for (int ks = 0; ks < NQ / 2; ++ks) {
+        std::uint32_t pa[KM][4], da[KM][4];
+#pragma unroll
+        for (int mi = 0; mi < KM; ++mi) {
+          pack(st, mi, ks, pa[mi]);
+          pack(dpt, mi, ks, da[mi]);
+          if constexpr (kAtomicDq) store(ds_generic, da[mi], mi, ks);
+        }
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
           std::uint32_t ob[4], qb[4];
@@ -419,49 +424,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
             ptx::mma_m16n8k16<T>(dk[mi][2 * dp + 1], da[mi], {qb[2], qb[3]});
           }
         }
-      };
-      if constexpr (S == 1) {
-        // The warp has all Br queries of its keys: Pᵀ and dSᵀ are A operands straight from the
-        // accumulators; dSᵀ also goes to shared memory, for the dQ product.
-#pragma unroll
-        for (int ks = 0; ks < Br / 16; ++ks) {
-          std::uint32_t pa[KM][4], da[KM][4];
-#pragma unroll
-          for (int mi = 0; mi < KM; ++mi) {
-            pack(st, mi, ks, pa[mi]);
-            pack(dpt, mi, ks, da[mi]);
-            if constexpr (kAtomicDq) store(ds_generic, da[mi], mi, ks);
-          }
-          accumulate(pa, da, ks);
-        }
-      } else {
-        // Split: each warp has half the queries; both halves meet in shared memory, and each warp
-        // reads back Pᵀ and dSᵀ of its keys for all Br queries.
-#pragma unroll
-        for (int ks = 0; ks < NQ / 2; ++ks)
-#pragma unroll
-          for (int mi = 0; mi < KM; ++mi) {
-            std::uint32_t frag[4];
-            pack(st, mi, ks, frag);
-            store(p_generic, frag, mi, ks);
-            pack(dpt, mi, ks, frag);
-            store(ds_generic, frag, mi, ks);
-          }
-        __syncthreads();  // Pᵀ, dSᵀ complete
-#pragma unroll
-        for (int ks = 0; ks < Br / 16; ++ks) {
-          std::uint32_t pa[KM][4], da[KM][4];
-#pragma unroll
-          for (int mi = 0; mi < KM; ++mi) {
-            ptx::ldmatrix_x4(pa[mi], swizzled_at<T>(p_tile + key_rows_a, ks, mi, Bc));
-            ptx::ldmatrix_x4(da[mi], swizzled_at<T>(ds_tile + key_rows_a, ks, mi, Bc));
-          }
-          accumulate(pa, da, ks);
-        }
       }
     }
     if constexpr (!kAtomicDq) continue;
-    if constexpr (S == 1 || kByProduct) __syncthreads();  // dSᵀ complete
+    __syncthreads();  // dSᵀ complete
 
     // dQ_i (this warp's 16·QM queries × kDqCols) = dS K_j: Bc/16 steps of k = 16 keys, then atomics.
     constexpr int QT = C::kDqCols / 8;
@@ -502,9 +468,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     for (int r = 0; r < 2; ++r) {
       const int key = key0 + 16 * mi + g + 8 * r;
       if (key >= a.seq_k) continue;
-      const std::int64_t at_row = (head * a.seq_k + key) * D + d_part + 2 * t;
-      // By product the S warp has dV and the dP warp dK (in the same registers).
-      const bool write_dk = !kByProduct || part == 1, write_dv = !kByProduct || part == 0;
+      const std::int64_t at_row = (head * a.seq_k + key) * D + 2 * t;
+      // In a pair the S warp has dV and the dP warp dK (in the same registers).
+      const bool write_dk = S == 1 || part == 1, write_dv = S == 1 || part == 0;
 #pragma unroll
       for (int n = 0; n < DT; ++n) {
         if (write_dk)

@@ -29,15 +29,17 @@ namespace fa::step08 {
 namespace {
 
 // The tile shape per head dim and mask (docs/results/step08_tune_h100.txt). Every warp's dK and dV
-// stay in registers: 16·kKeyBlocks keys × D/kSplit columns, two accumulators each.
+// stay in registers: 16·kKeyBlocks keys × D columns, two accumulators each (in a pair, one each).
 // - D = 64: warps of 32 keys with query tiles of 32, so that each Q/dO fragment read from shared
 //   memory feeds two key blocks: 1.14-1.23x the warps of 16 keys with query tiles of 64. 4 warps,
 //   two blocks per SM (Bc = 128).
 // - D = 128: warps of 32 keys would need 256 accumulators; two warps share each 32 keys instead,
-//   half the queries and half of D each, Pᵀ and dSᵀ meeting in shared memory, and dQ in blocks of 32
-//   queries: 1.04-1.08x the warps of 16 keys. 8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64,
-//   two blocks): 0.52-0.81x.
-// - D = 256: two warps per 16 keys (128 columns of dK, dV each), Bc = 64: correct, not tuned.
+//   and dQ goes in blocks of 32 queries: 1.04-1.08x the warps of 16 keys (the pair then divided the
+//   queries and the columns of D). The pair divides the products since (Sᵀ, Pᵀ, dV in one warp;
+//   dPᵀ, dSᵀ, dK in the other): 1.00-1.10x that, in one run (step08_pairing_h100.txt). 8 warps,
+//   Bc = 128, one block per SM; 4 warps (Bc = 64, two blocks): 0.52-0.81x.
+// - D = 256: a pair per 16 keys, Bc = 64: correct, not tuned (dividing the products measured
+//   1.01-1.05x dividing the columns).
 // - D = 32, 96: 8 warps of 16 keys, query tiles of 64 (correct, not tuned).
 // And the grid order, from how many keys on (key_tiles_first_from): a head's key tiles on the grid's
 // fast axis, so that the blocks running at once share one head's Q, dO and dQ in L2, or the heads.
@@ -45,7 +47,8 @@ namespace {
 // - D = 64 without the mask: always (1.02 / 1.08 / 1.04x);
 // - D = 64 causal: never (1.00 / 1.04 / 1.01x here, but the whole backward at 16k measured 275
 //   TFLOP/s with the key tiles first against 288 with the heads first, in two runs);
-// - D = 128: from 8k keys on (0.92 / 1.06 / 1.02x; causal 0.99 / 1.01 / 1.03x).
+// - D = 128 without the mask: always (1.08 / 1.04 / 1.03x, step08_pairing_h100.txt);
+// - D = 128 causal: from 16k keys on (0.92 / 0.97 / 1.04x).
 constexpr std::int64_t kNever = INT64_MAX;
 template <int D, bool kCausal>
 struct StageConfigOf {
@@ -54,12 +57,12 @@ struct StageConfigOf {
 };
 template <bool kCausal>
 struct StageConfigOf<128, kCausal> {
-  using type = BackwardConfig<128, 8, 1, 2, 64, 2, 2, true>;  // Bc = 128, Br = 64, two warps per 32 keys
-  static constexpr std::int64_t key_tiles_first_from = 8192;
+  using type = BackwardConfig<128, 8, 1, 2, 64, 2, 2>;  // Bc = 128, Br = 64, a pair of warps per 32 keys
+  static constexpr std::int64_t key_tiles_first_from = kCausal ? 16384 : 0;
 };
 template <bool kCausal>
 struct StageConfigOf<256, kCausal> {
-  using type = BackwardConfig<256, 8, 1, 1, 64, 2, 2, true>;  // Bc = 64, Br = 64, two warps per 16 keys
+  using type = BackwardConfig<256, 8, 1, 1, 64, 2, 2>;  // Bc = 64, Br = 64, a pair of warps per 16 keys
   static constexpr std::int64_t key_tiles_first_from = kNever;
 };
 template <>
