@@ -138,19 +138,6 @@ __device__ __forceinline__ QueryTiles query_tiles(int j0, int Bc, int Br, int se
   return t;
 }
 
-// Named barriers with a compile-time id (barrier 0 is __syncthreads): `bar.sync` waits until
-// kCount threads have reached barrier kId, counting itself; `bar.arrive` counts itself and goes on,
-// its earlier shared-memory writes visible to the threads that wait there. Warps that arrive and
-// warps that sync on one id make a one-way signal (stage 09's warp_roles.cuh teaches them for warpgroups).
-template <int kId, int kCount>
-__device__ __forceinline__ void barrier_sync() {
-  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "n"(kCount) : "memory");
-}
-template <int kId, int kCount>
-__device__ __forceinline__ void barrier_arrive() {
-  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "n"(kCount) : "memory");
-}
-
 // Two neighbouring columns of a row of the float32 dQ accumulator += (x, y): one 8-byte atomic on
 // sm_90, two 4-byte ones before it.
 __device__ __forceinline__ void add_to_dq(float* at, float x, float y) {
@@ -342,11 +329,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
             store(p_generic, p16, mi, ks);
           }
       }
-      // Pᵀ complete: the S warps signal it and go on, the dP warps wait for it (barrier 1).
-      if (s_warp)
-        barrier_arrive<1, C::kThreads>();
-      else
-        barrier_sync<1, C::kThreads>();
+      __syncthreads();  // Pᵀ complete
       if (!s_warp) {  // dSᵀ = Pᵀ ∘ (dPᵀ − D), over x
 #pragma unroll
         for (int mi = 0; mi < KM; ++mi)
@@ -366,12 +349,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
         for (int ks = 0; ks < NQ / 2; ++ks) pack(x, mi, ks, frag[mi][ks]);
-      if (kAtomicDq && !s_warp) {  // dSᵀ to shared memory, for dQ, signalled to the S warps (barrier 2)
+      if (kAtomicDq && !s_warp) {  // dSᵀ to shared memory, for dQ
 #pragma unroll
         for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
           for (int ks = 0; ks < NQ / 2; ++ks) store(ds_generic, frag[mi][ks], mi, ks);
-        barrier_arrive<2, C::kThreads>();
       }
 #pragma unroll
       for (int ks = 0; ks < NQ / 2; ++ks) {
@@ -445,14 +427,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       }
     }
     if constexpr (!kAtomicDq) continue;
-    // dSᵀ complete. In a pair, the S warps wait for the dP warps' signal (barrier 2), which came
-    // before their dK product; the dP warps wait for each other (barrier 3, the dP warps only).
-    if constexpr (S == 1)
-      __syncthreads();
-    else if (part == 0)
-      barrier_sync<2, C::kThreads>();
-    else
-      barrier_sync<3, C::kThreads / 2>();
+    __syncthreads();  // dSᵀ complete
 
     // dQ_i (this warp's 16·QM queries × kDqCols) = dS K_j: Bc/16 steps of k = 16 keys, then atomics.
     constexpr int QT = C::kDqCols / 8;
