@@ -56,7 +56,7 @@ inline constexpr Rung kLadder[] = {
     {"v2_ldmatrix", "ldmatrix(.trans) from XOR-swizzled tiles: no bank conflicts", &v2_ldmatrix},
     {"v3_cp_async", "cp.async, two Q and two dO buffers: the copies behind the math", &v3_cp_async},
     {"v4_registers", "P^T, dS^T kept in registers as the A operands of dV, dK", &v4_registers},
-    {"flash", "32 keys a warp (or two warps per 32 keys): each Q/dO fragment feeds two key blocks", &flash},
+    {"flash", "32 keys a warp (or a pair of warps per 32 keys): each Q/dO fragment feeds two key blocks", &flash},
 };
 
 }  // namespace fa::step08::ladder
