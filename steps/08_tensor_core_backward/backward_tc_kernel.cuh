@@ -43,7 +43,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "07_tensor_cores/tile_ops.cuh"
 #include "08_tensor_core_backward/fragment_gradient.cuh"
@@ -147,6 +146,15 @@ __device__ __forceinline__ void add_to_dq(float* at, float x, float y) {
   atomicAdd(at, x);
   atomicAdd(at + 1, y);
 #endif
+}
+
+// Two 8-query column tiles of a warp's accumulators, x[mi][2ks] and x[mi][2ks + 1] (16 keys × 16
+// queries), packed to 16 bits of type U as an A fragment: the C→A identity of stage 07.
+template <class U, int KM, int NQ>
+__device__ __forceinline__ void pack_a(const float (&x)[KM][NQ][4], int mi, int ks, std::uint32_t (&frag)[4]) {
+  const float(&c0)[4] = x[mi][2 * ks], (&c1)[4] = x[mi][2 * ks + 1];
+  frag[0] = ptx::pack2<U>(c0[0], c0[1]), frag[1] = ptx::pack2<U>(c0[2], c0[3]);
+  frag[2] = ptx::pack2<U>(c1[0], c1[1]), frag[3] = ptx::pack2<U>(c1[2], c1[3]);
 }
 
 // kAtomicDq = false: dK and dV only (the deterministic mode: dQ by backward_dq_kernel, below).
@@ -263,14 +271,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
             if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) st[mi][n][e] = -INFINITY;
           }
     };
-    // Pᵀ or dSᵀ, step ks of the tile's queries, packed as a 16-bit A fragment (keys × k = 16
-    // queries): the C→A identity of stage 07.
-    auto pack = [&](const float(&x)[KM][NQ][4], int mi, int ks, std::uint32_t(&frag)[4]) {
-      const float(&c0)[4] = x[mi][2 * ks], (&c1)[4] = x[mi][2 * ks + 1];
-      frag[0] = ptx::pack2<T>(c0[0], c0[1]), frag[1] = ptx::pack2<T>(c0[2], c0[3]);
-      frag[2] = ptx::pack2<T>(c1[0], c1[1]), frag[3] = ptx::pack2<T>(c1[2], c1[3]);
-    };
-    // ... stored to a Bc × Br tile: keys key0 + 16·mi + g (+8), queries 16ks + 8·half + 2t.
+    // Pᵀ or dSᵀ of step ks, packed by pack_a, stored to a Bc × Br tile: keys key0 + 16·mi + g (+8),
+    // queries 16ks + 8·half + 2t.
     auto store = [&](unsigned char* tile, const std::uint32_t(&frag)[4], int mi, int ks) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -294,6 +296,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       // lies in [0, 1], where fp16 carries 3 more bits than bf16, so dSᵀ is rounded about as if
       // computed from the float32 Pᵀ. dSᵀ goes to shared memory for dQ, as without a pair.
       const bool s_warp = part == 0;
+      float(&gradient)[KM][DT][4] = accumulators[0];  // dV (S warp) or dK (dP warp)
       // K or V (the tile after K), Q or dO (the two buffers after Q's), dO or Q.
       const std::uint32_t first_a = k_as_a + part * kKV;
       const std::uint32_t first_b = q_tile + part * (2 * kQ) + qdo_as_b;
@@ -323,9 +326,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
         for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
           for (int ks = 0; ks < NQ / 2; ++ks) {
-            const float(&c0)[4] = x[mi][2 * ks], (&c1)[4] = x[mi][2 * ks + 1];
-            const std::uint32_t p16[4] = {ptx::pack2<__half>(c0[0], c0[1]), ptx::pack2<__half>(c0[2], c0[3]),
-                                          ptx::pack2<__half>(c1[0], c1[1]), ptx::pack2<__half>(c1[2], c1[3])};
+            std::uint32_t p16[4];
+            pack_a<__half>(x, mi, ks, p16);
             store(p_generic, p16, mi, ks);
           }
       }
@@ -348,7 +350,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
 #pragma unroll
       for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
-        for (int ks = 0; ks < NQ / 2; ++ks) pack(x, mi, ks, frag[mi][ks]);
+        for (int ks = 0; ks < NQ / 2; ++ks) pack_a<T>(x, mi, ks, frag[mi][ks]);
       if (kAtomicDq && !s_warp) {  // dSᵀ to shared memory, for dQ
 #pragma unroll
         for (int mi = 0; mi < KM; ++mi)
@@ -363,8 +365,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
           ptx::ldmatrix_x4_trans(yb, swizzled_at<T>(second_b, dp, ks, Br));
 #pragma unroll
           for (int mi = 0; mi < KM; ++mi) {
-            ptx::mma_m16n8k16<T>(dv[mi][2 * dp], frag[mi][ks], {yb[0], yb[1]});  // dV or dK
-            ptx::mma_m16n8k16<T>(dv[mi][2 * dp + 1], frag[mi][ks], {yb[2], yb[3]});
+            ptx::mma_m16n8k16<T>(gradient[mi][2 * dp], frag[mi][ks], {yb[0], yb[1]});
+            ptx::mma_m16n8k16<T>(gradient[mi][2 * dp + 1], frag[mi][ks], {yb[2], yb[3]});
           }
         }
       }
@@ -407,8 +409,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
         std::uint32_t pa[KM][4], da[KM][4];
 #pragma unroll
         for (int mi = 0; mi < KM; ++mi) {
-          pack(st, mi, ks, pa[mi]);
-          pack(dpt, mi, ks, da[mi]);
+          pack_a<T>(st, mi, ks, pa[mi]);
+          pack_a<T>(dpt, mi, ks, da[mi]);
           if constexpr (kAtomicDq) store(ds_generic, da[mi], mi, ks);
         }
 #pragma unroll

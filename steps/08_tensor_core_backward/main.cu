@@ -34,11 +34,12 @@ int main(int argc, char** argv) {
   spec.variants = {"flash-deterministic", "flash-float32"};
   for (const auto& rung : fa::step08::ladder::kLadder) spec.variants.emplace_back(rung.name);
   spec.notes =
-      "kernel: one block per tile of keys (D = 64: warps of 32 keys, query tiles of 32; D = 128: two\n"
-      "warps per 32 keys, query tiles of 64; D = 256: two warps per 16 keys; D = 32, 96: warps of 16\n"
-      "keys), query tiles streamed (cp.async, two buffers), mma.sync.m16n8k16 for S^T, dP^T, dV, dK\n"
-      "and dQ; dQ by float atomics into a float32\n"
-      "buffer, then converted. The forward is stage 07's.\n"
+      "kernel: one block per tile of keys (D = 64: warps of 32 keys, query tiles of 32; D = 128: a\n"
+      "pair of warps per 32 keys, query tiles of 64; D = 256: a pair per 16 keys; D = 32, 96: warps of\n"
+      "16 keys); a pair divides the products: one warp S^T, P^T and dV, the other dP^T, dS^T and dK,\n"
+      "P^T passed in fp16 through shared memory. Query tiles streamed (cp.async, two buffers),\n"
+      "mma.sync.m16n8k16 for S^T, dP^T, dV, dK and dQ; dQ by float atomics into a float32 buffer,\n"
+      "then converted. The forward is stage 07's.\n"
       "memory beyond Q, K, V, O, LSE, dO and the gradients: two floats per query row (D = rowsum(dO*O)\n"
       "and LSE*log2e) and, without --deterministic, dQ's float32 accumulator; measured.\n"
       "verification: float64 on all rows up to 4e9 FLOPs, sampled rows beyond, against the error of a\n"
