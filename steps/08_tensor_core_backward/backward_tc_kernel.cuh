@@ -20,7 +20,8 @@
 //                         added to a float32 dQ in global memory with atomics
 //   A pair (D = 128, 256): two warps share each key block and divide the products. The S warp
 //   computes Sᵀ, Pᵀ and dV_w, the dP warp dPᵀ, dSᵀ and dK_w; Pᵀ crosses from one to the other
-//   through shared memory.
+//   through shared memory. The dP warps signal dSᵀ on a named barrier (fa/cuda/ptx/barrier.cuh)
+//   as soon as it is stored and go on to dK; the S warps wait for the signal only before dQ.
 //   (--deterministic: the same kernel without the dQ part, then backward_dq_kernel below, which
 //   turns the loop around to compute dQ in registers in a fixed order.)
 //
@@ -38,6 +39,9 @@
 // products between them (rather than the queries of Sᵀ and dPᵀ and the columns of dK and dV, the
 // first version) reads 120 fragments a warp per query tile instead of 144: each warp reads only K
 // or only V, and in the second product only dO or only Q (docs/results/step08_pairing_h100.txt).
+// Then the barriers: a __syncthreads before dQ made each side wait for the other's second product;
+// the named barrier lets the S warps' dV product run beside the dP warps' dK product, 1.03-1.04×
+// the kernel at 16k keys (docs/results/step08_named_barriers_h100.txt).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,6 +50,7 @@
 
 #include "07_tensor_cores/tile_ops.cuh"
 #include "08_tensor_core_backward/fragment_gradient.cuh"
+#include "fa/cuda/ptx/barrier.cuh"
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
@@ -351,11 +356,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
         for (int ks = 0; ks < NQ / 2; ++ks) pack_a<T>(x, mi, ks, frag[mi][ks]);
-      if (kAtomicDq && !s_warp) {  // dSᵀ to shared memory, for dQ
+      if (kAtomicDq && !s_warp) {  // dSᵀ to shared memory, for dQ; signalled at once (barrier 1)
 #pragma unroll
         for (int mi = 0; mi < KM; ++mi)
 #pragma unroll
           for (int ks = 0; ks < NQ / 2; ++ks) store(ds_generic, frag[mi][ks], mi, ks);
+        ptx::named_barrier_arrive(1, C::kThreads);
       }
 #pragma unroll
       for (int ks = 0; ks < NQ / 2; ++ks) {
@@ -429,7 +435,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       }
     }
     if constexpr (!kAtomicDq) continue;
-    __syncthreads();  // dSᵀ complete
+    // dSᵀ complete. A pair: the S warps wait for the dP warps' signal, given before their dK
+    // product, so the S warps' dV product overlaps it; the dP warps wait only for each other.
+    if constexpr (S == 1)
+      __syncthreads();
+    else if (part == 0)
+      ptx::named_barrier_sync(1, C::kThreads);
+    else
+      ptx::named_barrier_sync(2, C::kThreads / 2);
 
     // dQ_i (this warp's 16·QM queries × kDqCols) = dS K_j: Bc/16 steps of k = 16 keys, then atomics.
     constexpr int QT = C::kDqCols / 8;

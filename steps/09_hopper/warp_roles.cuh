@@ -12,16 +12,15 @@
 // in one branch of its own (otherwise ptxas warns and ignores the calls). The budgets must add up:
 // 128·(producer) + 128·k·(consumer) ≤ 65536 for k consumer warpgroups.
 //
-// Named barriers (ping-pong between consumer warpgroups): the SM has 16 hardware barriers per block;
-// __syncthreads is barrier 0 over every thread. `bar.sync id, n` waits until n threads have reached
-// barrier id, counting itself; `bar.arrive id, n` counts itself and goes on. So a warpgroup that
-// syncs (128) and one that arrives (128) on the same id with n = 256 form a one-way signal: the
-// syncing warpgroup waits for the arriving one.
+// Named barriers (ping-pong between consumer warpgroups): fa/cuda/ptx/barrier.cuh, first used in
+// stage 08. A warpgroup that syncs (128) and one that arrives (128) on the same id with n = 256 form a
+// one-way signal: the syncing warpgroup waits for the arriving one.
 //
-// Inline PTX: CCCL (CUDA 13.0) has no wrapper for setmaxnreg or for bar.sync/bar.arrive with an id.
+// Inline PTX: CCCL (CUDA 13.0) has no wrapper for setmaxnreg.
 #pragma once
 
 #include "09_hopper/wgmma.cuh"  // FA_HAVE_WGMMA: the same sm_90a target
+#include "fa/cuda/ptx/barrier.cuh"
 
 namespace fa::step09 {
 
@@ -40,11 +39,7 @@ __device__ __forceinline__ void take_registers() {
 #endif
 }
 
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
+using ptx::named_barrier_arrive;
+using ptx::named_barrier_sync;
 
 }  // namespace fa::step09
