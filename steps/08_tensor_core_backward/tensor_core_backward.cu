@@ -36,8 +36,9 @@ namespace {
 // - D = 128: warps of 32 keys would need 256 accumulators; two warps share each 32 keys instead,
 //   and dQ goes in blocks of 32 queries: 1.04-1.08x the warps of 16 keys (the pair then divided the
 //   queries and the columns of D). The pair divides the products since (Sᵀ, Pᵀ, dV in one warp;
-//   dPᵀ, dSᵀ, dK in the other): 1.00-1.10x that, in one run (step08_pairing_h100.txt). 8 warps,
-//   Bc = 128, one block per SM; 4 warps (Bc = 64, two blocks): 0.52-0.81x.
+//   dPᵀ, dSᵀ, dK in the other): 1.00-1.10x that, in one run (step08_pairing_h100.txt); with dSᵀ
+//   signalled on a named barrier, 1.03-1.04x that at 16k keys (step08_named_barriers_h100.txt).
+//   8 warps, Bc = 128, one block per SM; 4 warps (Bc = 64, two blocks): 0.52-0.81x.
 // - D = 256: a pair per 16 keys, Bc = 64: correct, not tuned (dividing the products measured
 //   1.01-1.05x dividing the columns).
 // - D = 32, 96: 8 warps of 16 keys, query tiles of 64 (correct, not tuned).
@@ -47,7 +48,8 @@ namespace {
 // - D = 64 without the mask: always (1.02 / 1.08 / 1.04x);
 // - D = 64 causal: never (1.00 / 1.04 / 1.01x here, but the whole backward at 16k measured 275
 //   TFLOP/s with the key tiles first against 288 with the heads first, in two runs);
-// - D = 128 without the mask: always (1.08 / 1.04 / 1.03x, step08_pairing_h100.txt);
+// - D = 128 without the mask: always (1.08 / 1.04 / 1.03x, step08_pairing_h100.txt; at 4k the
+//   whole backward with the named barrier, 1.03-1.05x, step08_named_barriers_h100.txt);
 // - D = 128 causal: from 16k keys on (0.92 / 0.97 / 1.04x).
 constexpr std::int64_t kNever = INT64_MAX;
 template <int D, bool kCausal>

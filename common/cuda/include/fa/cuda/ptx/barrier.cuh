@@ -10,6 +10,8 @@
 // with n counting both groups, form a one-way signal: the syncing warps wait for the arriving ones,
 // never the other way round. A group that syncs alone (n = its own threads) waits only for itself.
 // The id is a register operand here, so a kernel can choose it at run time (stage 09 alternates two).
+// Called with constants (stage 08), the compiler writes them into the instruction; an id known only
+// at run time makes ptxas reserve all 16 of the block's barriers.
 //
 // compute-sanitizer's racecheck (CUDA 13.0) reports hazards that are not there in one pattern: when,
 // between two __syncthreads, the threads that arrive take fewer blocking barrier steps than the
