@@ -436,7 +436,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
     }
     if constexpr (!kAtomicDq) continue;
     // dSᵀ complete. A pair: the S warps wait for the dP warps' signal, given before their dK
-    // product, so the S warps' dV product overlaps it; the dP warps wait only for each other.
+    // product, so the S warps' dV product overlaps it; the dP warps wait only for each other. The
+    // __syncthreads at the top of the next tile still keeps either role from overwriting Pᵀ or dSᵀ
+    // while the other reads them. (Pᵀ keeps its __syncthreads: why, in fa/cuda/ptx/barrier.cuh.)
     if constexpr (S == 1)
       __syncthreads();
     else if (part == 0)
