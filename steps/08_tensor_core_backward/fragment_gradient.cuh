@@ -56,7 +56,7 @@ __device__ __forceinline__ void probabilities_and_score_gradient(float (&st)[NQ]
   }
 }
 
-// The same two steps for a pair of warps that divides the products (BackwardConfig::kByProduct):
+// The same two steps for a pair of warps that divides the products (BackwardConfig::kSplit = 2):
 // the S warp, which has Sᵀ, makes Pᵀ; the dP warp, which has dPᵀ, makes dSᵀ from the Pᵀ it reads
 // back from shared memory.
 template <int NQ>

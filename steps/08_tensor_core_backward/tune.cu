@@ -1,9 +1,11 @@
 // step08_tune — times stage 08's key-tile kernel (backward_tc_kernel.cuh) at the FlashAttention
 // paper shapes (B·N = 16384 tokens, H·D = 2048, bf16) under several tile shapes (BackwardConfig):
 // warps, blocks per SM, key blocks of 16 per warp, query tile Br, dQ row blocks per warp, warps per key
-// block (2: a pair that divides the products); and under two grid orders (a head's key tiles or the heads on the grid's fast axis). The
-// blocks per SM column is what the occupancy calculator gives for the launch. The measurements behind
-// StageConfig and the grid order in tensor_core_backward.cu.
+// block (2: a pair that divides the products); and under two grid orders (a head's key tiles or the
+// heads on the grid's fast axis). The blocks per SM column is what the occupancy calculator gives for
+// the launch. The measurements behind StageConfig and the grid order in tensor_core_backward.cu (at
+// 4k keys the kernel alone has disagreed with the whole backward about the order: the stage's own runs
+// decided there, docs/results/step08_named_barriers_h100.txt).
 // A tuning aid: it verifies nothing (the tests and the stage executable do); the inputs are hashed
 // uniforms and the LSE a constant, which changes the values, not the work.
 //

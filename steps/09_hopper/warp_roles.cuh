@@ -1,5 +1,5 @@
-// warp_roles.cuh — moving registers between warpgroups (sm_90a): setmaxnreg; and the named
-// barriers by which warpgroups signal each other. Taught in stage 09.
+// warp_roles.cuh — moving registers between warpgroups (sm_90a): setmaxnreg, taught in stage 09;
+// and the named barriers by which warpgroups signal each other (first used in stage 08).
 //
 // A kernel launched with T threads gets at most 65536 / T registers per thread, the same for
 // every warp. With warp specialization that is wasteful: the producer warpgroup only issues TMA
