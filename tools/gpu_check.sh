@@ -2,7 +2,10 @@
 # tools/gpu_check.sh OUT [COMMIT] — everything a GPU machine must prove, in one go:
 # build for sm_90, every test (CPU and GPU), compute-sanitizer memcheck, racecheck and synccheck on
 # small awkward shapes of every GPU stage, then the course tour, whose results files land in OUT/results.
-# The last lines printed are the summary. COMMIT names the source commit: take it from `git rev-parse
+# The last lines printed are the summary. FA_GPU_CHECK_PARTS picks the parts after the build
+# (default "tests sanitizers tour"): one device call's time limit holds the build and the tests but
+# not all three, so run "tests" in one call and "sanitizers" in the next, on the same warm machine
+# (its build folder is kept, so the second build is a no-op). COMMIT names the source commit: take it from `git rev-parse
 # --short=12 HEAD` where you commit, not on the device (its copy of the repository may have an older HEAD).
 set -uo pipefail
 out=${1:?usage: gpu_check.sh OUT [COMMIT]}
@@ -15,14 +18,22 @@ cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$P
   || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build $build -j16 > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 echo "build: $((SECONDS - t0)) s"
+parts=${FA_GPU_CHECK_PARTS:-tests sanitizers tour}
+[ "${FA_GPU_CHECK_TOUR:-1}" = 0 ] && parts=${parts/tour/}
+has() { [[ " $parts " == *" $1 "* ]]; }
+ctest_rc="not run"
+sanitizer_bad="not run"
 
 # Four tests at a time (FA_CTEST_JOBS): on an H100 the whole suite took 298 s one at a time and
 # about 130 s four at a time, with the same results (2026-11-25).
-ctest --test-dir $build -j "${FA_CTEST_JOBS:-4}" --output-on-failure > "$out/ctest.log" 2>&1
-ctest_rc=$?
-echo "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log") ($((SECONDS - t0)) s)"
-grep -E "^\s+[0-9]+ - .*(Failed|Not Run|Skipped)" "$out/ctest.log" | head -20
+if has tests; then
+  ctest --test-dir $build -j "${FA_CTEST_JOBS:-4}" --output-on-failure > "$out/ctest.log" 2>&1
+  ctest_rc=$?
+  echo "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log") ($((SECONDS - t0)) s)"
+  grep -E "^\s+[0-9]+ - .*(Failed|Not Run|Skipped)" "$out/ctest.log" | head -20
+fi
 
+if has sanitizers; then  # its body is not indented: it holds the list of cases, a here-document
 small="--sweep 1,77,130 --heads 2 --reps 1 --warmup 0"
 sanitizer_bad=0
 {
@@ -61,9 +72,11 @@ sanitizer_bad=0
 CASES
 } > "$out/sanitizer.log" 2>&1
 echo "sanitizers: $(grep -c '^== ' "$out/sanitizer.log") runs, $(grep -cE 'ERROR SUMMARY: 0 errors|0 hazards' "$out/sanitizer.log") clean, failing: $sanitizer_bad ($((SECONDS - t0)) s)"
+fi
+sanitizers() { case $sanitizer_bad in 0) echo clean ;; 1) echo FAILED ;; *) echo "$sanitizer_bad" ;; esac; }
 
-if [ "${FA_GPU_CHECK_TOUR:-1}" = 0 ]; then  # the tour in a call of its own (a device call's time limit)
-  echo "gpu_check: ctest exit $ctest_rc, sanitizers $([ $sanitizer_bad = 0 ] && echo clean || echo FAILED), tour not run, $((SECONDS - t0)) s"
+if ! has tour; then  # the tour in a call of its own (a device call's time limit)
+  echo "gpu_check: ctest exit $ctest_rc, sanitizers $(sanitizers), tour not run, $((SECONDS - t0)) s"
   exit 0
 fi
 python3 tools/tour.py --source . --build $build --results "$out/results" --plots "$out/plots" --plot-python "" \
@@ -71,4 +84,4 @@ python3 tools/tour.py --source . --build $build --results "$out/results" --plots
 tour_rc=$?
 sed -n '/tour finished/,$p' "$out/tour.log"
 tar -C "$out" -czf "$out/results.tgz" results && rm -rf "$out/results"
-echo "gpu_check: ctest exit $ctest_rc, tour exit $tour_rc, sanitizers $([ $sanitizer_bad = 0 ] && echo clean || echo FAILED), $((SECONDS - t0)) s"
+echo "gpu_check: ctest exit $ctest_rc, tour exit $tour_rc, sanitizers $(sanitizers), $((SECONDS - t0)) s"
