@@ -39,6 +39,14 @@
 //
 // Causal: row r is query position i = r mod Nq, the last Nq positions of its cache: it sees keys
 // j <= i + Nk − Nq (the course's bottom-right mask).
+//
+// A step among steps (programmatic dependent launch, fa/cuda/ptx/grid_dependency.cuh): launched
+// with DecodeOptions::overlap_previous, the kernel may start while the kernel before it in the
+// stream still runs. In a model that kernel wrote this step's Q and the newest Nq keys of the cache
+// (and any cache lengths or block table), never the older keys. So each warp copies its first
+// tiles before it waits for the previous grid when they hold only older keys of a plain cache, and
+// everything else after; it allows the next grid to start at once. Launched without the
+// attribute, the wait returns at once and the kernel is what it was.
 #pragma once
 
 #include <cuda/ptx>
@@ -51,6 +59,7 @@
 #include "07_tensor_cores/tile_ops.cuh"
 #include "10_inference/split_merge.hpp"
 #include "fa/cuda/ptx/cp_async.cuh"
+#include "fa/cuda/ptx/grid_dependency.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
@@ -450,6 +459,12 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   static_assert(inbox_holds_every_cluster<C>(), "the cluster merge's inbox must hold what any cluster sends it");
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  // A step among steps (the file's header): the next grid may start now; it waits for this one to
+  // finish before it reads anything. Cache lengths and a block table may be the previous kernel's
+  // writes: with either, this grid waits before it reads them.
+  ptx::allow_next_grid();
+  const bool plain_cache = a.cache_lens == nullptr && a.block_table == nullptr;
+  if (!plain_cache) ptx::wait_for_previous_grid();
 
   // Which rows, which keys. Blocks: x = (batch, kv head), y = the split, z = the 16-row tile.
   const int head_kv = blockIdx.x, split = blockIdx.y, r0 = blockIdx.z * C::kRows;
@@ -494,17 +509,26 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   const Inbox<C> inbox(smem);  // Merge::cluster
   if (a.cluster_merge) open_inbox(inbox, split, a.splits, rows_here);
 
-  // The copies: Q by the whole block (one group), then each warp's first S tiles (one group each;
-  // empty groups where the warp has fewer, so that the waits below count alike).
+  // The copies: each warp's first S tiles (one group each; empty groups where the warp has fewer,
+  // so that the waits in the loop count alike), then Q by the whole block. A warp whose first tiles
+  // hold only keys older than the step's Nq new ones (a plain cache) copies them before it waits for
+  // the previous grid; Q, the new keys, and with them the rest, only after.
+  const int first_tiles = min(S, my_tiles);
+  const bool early = plain_cache && (first_tiles == 0 || tile_of(first_tiles - 1) * Bc + Bc <= n_keys - a.seq_q);
+  auto load_first_tiles = [&] {
+#pragma unroll
+    for (int n = 0; n < S; ++n) {
+      if (n < my_tiles) load_kv(n);
+      ptx::cp_async_commit();
+    }
+  };
+  if (early) load_first_tiles();
+  if (plain_cache) ptx::wait_for_previous_grid();
+  if (!early) load_first_tiles();
   step07::load_tile<QTile, C::kRows, D, C::kThreads, true>(reinterpret_cast<T*>(smem), a.q + row_base * D, 0,
                                                            rows_here);
   ptx::cp_async_commit();
-#pragma unroll
-  for (int n = 0; n < S; ++n) {
-    if (n < my_tiles) load_kv(n);
-    ptx::cp_async_commit();
-  }
-  ptx::cp_async_wait<S>();  // Q has landed (this thread's copies) ...
+  ptx::cp_async_wait<0>();  // Q and the first tiles have landed (this thread's copies) ...
   __syncthreads();          // ... and every thread's
 
   // Q's A fragments, for all of D, once: the 16 rows never change (ldmatrix addressing: stage 07).

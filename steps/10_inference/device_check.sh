@@ -11,7 +11,9 @@
 # beside the cluster merge at batch 1, three rounds, and a run of read_cache under memcheck), decode
 # (the comparison beside PyTorch, the longest step), prefill_pytorch (grouped prefill and a packed
 # batch beside PyTorch: SDPA with enable_gqa, the batch padded, FlashAttention-2's varlen kernel,
-# nested tensors; tools/compare_prefill.py).
+# nested tensors; tools/compare_prefill.py), stream (decoding steps back to back, plain and with
+# programmatic dependent launch, beside SDPA in a CUDA graph: step10_stream and
+# tools/compare_decode_stream.py, with the sanitizers on the overlapped steps).
 # SKIP_DECODE=1 is PARTS without decode. STEP_TIMEOUT=S stops any one step after S seconds (its log
 # so far still goes into the bundle).
 # BASELINE_BUILD_DIR: a build of the commit before stage 09's kernels took grouped heads (its
@@ -21,7 +23,7 @@ b=$1 bundle=$2/step10_device_check.tgz base=${3:-} commit=${4:-unknown}
 out=$b/device_check_10
 rm -rf $out && mkdir -p $out
 exe=$b/steps/10_inference/step10_inference
-parts=${PARTS:-tests prefill stage09 splits profile floor decode prefill_pytorch}
+parts=${PARTS:-tests prefill stage09 splits profile floor decode prefill_pytorch stream}
 [ -n "${SKIP_DECODE:-}" ] && parts=${parts//decode/}
 want() { [[ " $parts " == *" $1 "* ]]; }
 source "$(dirname "$0")/../../tools/device_step.sh"  # run NAME COMMAND...: one step, its log, the bundle
@@ -114,6 +116,17 @@ fi
 # Grouped prefill (4k, 16k) and the packed batch of eight lengths beside PyTorch, causal and not.
 if want prefill_pytorch; then
   run compare_prefill python3 tools/compare_prefill.py --exe $exe --json $out/compare_10_prefill_h100.json --commit $commit --stage-timeout 300
+fi
+# Decoding as a model runs it, one layer's step after another (8 layers, each its own cache):
+# step10_stream's steps alone, back to back and overlapped, beside SDPA with the 8 calls in one CUDA
+# graph; the overlapped steps under the three sanitizers (their outputs checked bit for bit).
+if want stream; then
+  stream=$b/steps/10_inference/step10_stream
+  run compare_stream python3 tools/compare_decode_stream.py --exe $stream --json $out/compare_10_stream_h100.json \
+      --commit $commit --stage-timeout 300
+  for tool in memcheck racecheck synccheck; do
+    run ${tool}_stream compute-sanitizer --tool $tool --error-exitcode 99 $stream --layers 2 --reps 1 1000 4k
+  done
 fi
 python3 - $out/*.json <<'PY' 2>/dev/null
 import json, sys

@@ -28,6 +28,7 @@
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/dtype.cuh"
+#include "fa/cuda/ptx/grid_dependency.cuh"
 #include "fa/cuda/shared_memory.cuh"
 #include "fa/cuda/stage_arch.cuh"
 
@@ -68,6 +69,7 @@ template <class T>
 __global__ void __launch_bounds__(512) read_cache_kernel(const int4* k, const int4* v, long long chunks, T* o,
                                                          long long o_elements, float* lse, long long rows) {
   constexpr int kInFlight = 8;
+  ptx::allow_next_grid();  // in a stream of steps (read_cache with overlap_previous): reads first, ...
   const long long first = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   int sum = 0;
@@ -81,12 +83,27 @@ __global__ void __launch_bounds__(512) read_cache_kernel(const int4* k, const in
 #pragma unroll
     for (int j = 0; j < kInFlight; ++j) sum ^= w[j].x ^ w[j].y ^ w[j].z ^ w[j].w;
   }
+  ptx::wait_for_previous_grid();  // ... writes after the previous grid (a no-op without the attribute)
   if (sum == 0x5eed1e55) lse[0] = static_cast<float>(sum);  // never (and overwritten below if it were)
   for (long long i = first; i < o_elements; i += stride) o[i] = static_cast<T>(0.0f);
   for (long long i = first; i < rows; i += stride) lse[i] = -INFINITY;
 }
 
 std::int64_t row_tiles(const Problem& p) { return (p.heads / p.kv_heads() * p.seq_q + 15) / 16; }
+
+// A launch's programmatic-stream-serialization attribute: the kernel may start before the one ahead
+// of it in the stream has finished (fa/cuda/ptx/grid_dependency.cuh says what it may do until then).
+cudaLaunchAttribute overlapping_previous() {
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  return overlap;
+}
+
+void require_overlap_support(const char* who) {
+  if (current_compute_capability() < 90)
+    throw UsageError(std::string(who) + ": overlap_previous (programmatic dependent launch) needs compute capability 9.0");
+}
 
 // A launch's cluster attribute: a row tile's splits, (1, splits, 1) blocks.
 cudaLaunchAttribute cluster_of(int splits) {
@@ -212,6 +229,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
     throw UsageError("stage 10 decode: splits must be in 1.." + std::to_string(kMaxSplits) + " (0: chosen)");
   const Merge merge = resolved(options.merge);
   if (merge == Merge::cluster) require_clusters<T, D>(options.splits);
+  if (options.overlap_previous) require_overlap_support("stage 10 decode");
   const DecodePlan plan = plan_for<T, D>(p, options.splits, merge);
   const bool cluster_merges = plan.splits > 1 && merge == Merge::cluster;
   const int smem = cluster_merges ? C::kClusterSmemBytes : C::kSmemBytes;  // the cluster merge's inbox
@@ -255,20 +273,21 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   opt_in_shared_memory_once<kernel, C::kClusterSmemBytes>();
   const dim3 grid(static_cast<unsigned>(p.batch * p.kv_heads()), static_cast<unsigned>(plan.splits),
                   static_cast<unsigned>(row_tiles(p)));
+  // The launch's attributes: with the cluster merge the same grid, its blocks grouped (1, splits, 1)
+  // (a row tile's splits); in a stream of steps, leave to start before the previous kernel ends.
+  std::array<cudaLaunchAttribute, 2> attributes{};
+  unsigned count = 0;
+  if (cluster_merges) attributes[count++] = cluster_of(plan.splits);
+  if (options.overlap_previous) attributes[count++] = overlapping_previous();
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(C::kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = ctx.stream;
+  config.attrs = attributes.data();
+  config.numAttrs = count;
   ctx.kernel_begin("split");
-  if (cluster_merges) {  // the same grid, its blocks grouped (1, splits, 1): a row tile's splits
-    cudaLaunchAttribute cluster = cluster_of(plan.splits);
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid;
-    config.blockDim = dim3(C::kThreads);
-    config.dynamicSmemBytes = smem;
-    config.stream = ctx.stream;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    FA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
-  } else {
-    kernel<<<grid, C::kThreads, smem, ctx.stream>>>(a);
-  }
+  FA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("split");
   if (plan.splits > 1 && !last_block_merges && !cluster_merges) {
@@ -454,7 +473,13 @@ void attention_forward_prefill_repeated(const Problem& p, const AttentionInputs&
 }
 
 void read_cache_only(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  read_cache(p, in, out, ctx, /*overlap_previous=*/false);
+}
+
+void read_cache(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+                bool overlap_previous) {
   p.require(kSupports);
+  if (overlap_previous) require_overlap_support("stage 10 read_cache");
   const long long chunks = p.batch * p.kv_heads() * p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;  // of K, of V
   const long long rows = p.batch * p.heads * p.seq_q;
   if (!aligned16(in.k.data) || !aligned16(in.v.data))
@@ -464,10 +489,16 @@ void read_cache_only(const Problem& p, const AttentionInputs& in, const Attentio
   // an SM. A larger grid (a first version had 4 blocks an SM) runs its extra blocks as a second wave
   // after the first: two round trips to memory where one does.
   auto launch = [&]<class T>() {
-    const auto blocks = static_cast<unsigned>(resident_blocks<read_cache_kernel<T>, 512, 0>());
-    read_cache_kernel<T><<<blocks, 512, 0, ctx.stream>>>(static_cast<const int4*>(in.k.data),
-                                                        static_cast<const int4*>(in.v.data), chunks, out.o.as<T>(),
-                                                        rows * p.dim, out.lse.as<float>(), rows);
+    cudaLaunchAttribute overlap = overlapping_previous();
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(resident_blocks<read_cache_kernel<T>, 512, 0>()));
+    config.blockDim = dim3(512);
+    config.stream = ctx.stream;
+    config.attrs = &overlap;
+    config.numAttrs = overlap_previous ? 1 : 0;
+    FA_CUDA_CHECK(cudaLaunchKernelEx(&config, read_cache_kernel<T>, static_cast<const int4*>(in.k.data),
+                                     static_cast<const int4*>(in.v.data), chunks, out.o.as<T>(), rows * p.dim,
+                                     out.lse.as<float>(), rows));
   };
   if (p.dtype == DType::float16) launch.template operator()<__half>();
   else launch.template operator()<__nv_bfloat16>();

@@ -60,6 +60,11 @@ struct DecodeOptions {
   const int* cache_lens = nullptr;  // device [B]: each batch entry's cache length (<= Nk); nullptr: Nk
   Merge merge = Merge::fastest;
   PagedCache paged;                 // with a block table, in.k and in.v are the pools
+  // A step in a stream of steps (programmatic dependent launch, compute capability 9.0): the split
+  // kernel may start while the kernel before it in the stream still runs, copying its first tiles of
+  // older keys; it reads Q, the newest Nq keys, cache_lens and the block table only once that kernel
+  // has finished (decode_kernel.cuh's header). The tool step10_stream measures what it buys.
+  bool overlap_previous = false;
 };
 
 // Split-KV decoding (fa::DeviceForward with options): Q [B, Hq, Nq, D], K, V [B, Hkv, Nk, D] of
@@ -91,6 +96,10 @@ void attention_forward_one_split(const Problem& p, const AttentionInputs& in, co
 // beside the split kernels (variant read_cache, not verified): the floor that a decoding step,
 // which reads the same bytes and does more, is measured against.
 void read_cache_only(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
+// The same, and with overlap_previous in a stream of steps: the kernel may start before the one
+// ahead of it ends, reading the cache at once and writing O and LSE after it (step10_stream).
+void read_cache(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+                bool overlap_previous);
 
 // The previous stage on the same problem: K and V repeated to Hq heads (scratch, counted), then
 // stage 07's forward, which knows no grouped heads. Its time includes the repeat.

@@ -24,6 +24,7 @@
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/device_buffer.cuh"
+#include "fa/cuda/ptx/grid_dependency.cuh"
 #include "fa/cuda/stage_arch.cuh"
 #include "fa/packed.hpp"
 #include "fa/random.hpp"
@@ -83,6 +84,19 @@ void check_case(const fa::Problem& p, std::uint64_t seed, int splits, fa::InputK
 }
 
 void skip_without_gpu() { fa::exit_skipped_below(fa::kStageMinComputeCapability); }
+
+// The kernel before a decoding step in a model: it lets the next kernel start at once (as a kernel
+// written for programmatic dependent launch does), then, after `ns` nanoseconds, writes the step's
+// Q and the newest keys and values (copied from `from`, `count` 16-byte chunks of each pair).
+__global__ void late_writer(const int4* const* from, int4* const* to, const long long* count, int pairs, long long ns) {
+  fa::ptx::allow_next_grid();
+  long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - start < ns);
+  for (int p = 0; p < pairs; ++p)
+    for (long long i = threadIdx.x; i < count[p]; i += blockDim.x) to[p][i] = from[p][i];
+}
 
 }  // namespace
 
@@ -423,4 +437,61 @@ TEST_CASE("a paged cache: bit for bit the contiguous cache's result, pages in a 
             const std::int64_t pools = 2 * pages * p.kv_heads() * page_size * p.dim * 2;  // K and V, 16-bit
             CHECK(r.extra_bytes == contiguous.extra_bytes + pools + pages * 4);           // and the block table
           }
+}
+
+TEST_CASE("overlap_previous: a step started before the kernel ahead of it ends reads that kernel's Q and newest keys") {
+  skip_without_gpu();
+  // Q and the newest Nq keys and values of each K/V head are written by the kernel before the step
+  // (late_writer), 200 µs after it lets the step start; until then they hold 784.0, which would
+  // dominate every score. The step must take its first tiles of older keys early and everything
+  // else after its wait: against float64, and bit for bit the step launched after the writer ends.
+  const fa::Problem p = decode_problem(2, 1000, 128, false, 8, 2, fa::DType::bfloat16, 1);
+  const fa::AttentionData in = fa::make_inputs(p, 11800);
+  if (fa::current_compute_capability() < 90) {
+    const fa::step10::DecodeOptions o{.overlap_previous = true};
+    CHECK_THROWS_AS(fa::run_once(p, in, [&](const fa::Problem& q, const fa::AttentionInputs& i, const fa::AttentionOutputs& out,
+                                            fa::DeviceContext& ctx) { fa::step10::decode_forward(q, i, out, ctx, o); }),
+                    fa::UsageError);
+    return;
+  }
+  for (const Merge merge : {Merge::cluster, Merge::block_per_row})
+    for (const int splits : {1, 8}) {  // 8: the newest keys are in the last split's first tiles
+      INFO(splits << " splits, " << merged_by(merge));
+      auto step = [&](bool overlap) -> fa::DeviceForward {
+        return [&, overlap](const fa::Problem& q, const fa::AttentionInputs& i, const fa::AttentionOutputs& out,
+                            fa::DeviceContext& ctx) {
+          // Where the writer's bytes go: Q, then each K/V head's newest Nq rows of K and of V.
+          std::vector<std::pair<const void*, long long>> parts{{i.q.data, q.q_elements() * 2}};
+          for (std::int64_t h = 0; h < q.kv_heads(); ++h)
+            for (const void* base : {i.k.data, i.v.data})
+              parts.push_back({static_cast<const char*>(base) + ((h + 1) * q.seq_k - q.seq_q) * q.dim * 2, q.seq_q * q.dim * 2});
+          const int pairs = static_cast<int>(parts.size());
+          std::vector<const int4*> from;
+          std::vector<int4*> to;
+          std::vector<long long> count;
+          for (const auto& [at, bytes] : parts) {
+            void* saved = ctx.scratch("saved " + std::to_string(from.size()), static_cast<std::size_t>(bytes));
+            FA_CUDA_CHECK(cudaMemcpyAsync(saved, at, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, ctx.stream));
+            FA_CUDA_CHECK(cudaMemsetAsync(const_cast<void*>(at), 0x44, static_cast<std::size_t>(bytes), ctx.stream));
+            from.push_back(static_cast<const int4*>(saved));
+            to.push_back(static_cast<int4*>(const_cast<void*>(at)));
+            count.push_back(bytes / 16);
+          }
+          auto* from_d = static_cast<const int4**>(ctx.scratch("from", pairs * sizeof(void*)));
+          auto* to_d = static_cast<int4**>(ctx.scratch("to", pairs * sizeof(void*)));
+          auto* count_d = ctx.scratch_as<long long>("count", static_cast<std::size_t>(pairs));
+          FA_CUDA_CHECK(cudaMemcpy(from_d, from.data(), pairs * sizeof(void*), cudaMemcpyHostToDevice));
+          FA_CUDA_CHECK(cudaMemcpy(to_d, to.data(), pairs * sizeof(void*), cudaMemcpyHostToDevice));
+          FA_CUDA_CHECK(cudaMemcpy(count_d, count.data(), pairs * sizeof(long long), cudaMemcpyHostToDevice));
+          late_writer<<<1, 256, 0, ctx.stream>>>(from_d, to_d, count_d, pairs, 200'000);
+          FA_CUDA_CHECK_LAUNCH();
+          fa::step10::decode_forward(q, i, out, ctx,
+                                     fa::step10::DecodeOptions{.splits = splits, .merge = merge, .overlap_previous = overlap});
+        };
+      };
+      const fa::GpuRun after = fa::run_once(p, in, step(false)), overlapped = fa::run_once(p, in, step(true));
+      fa::testing::check_verified(p, in, overlapped.out, "10 split_kv, overlap_previous");
+      CHECK(overlapped.out.o.to_float() == after.out.o.to_float());
+      CHECK(overlapped.out.lse.to_float() == after.out.lse.to_float());
+    }
 }

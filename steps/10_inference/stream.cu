@@ -1,0 +1,204 @@
+// step10_stream — decoding steps as a model runs them: one after another in a stream, not one at a
+// time. The stage's executable times a step alone (L2 flushed, events around one launch), where the
+// launch, the memory's first round trip and the last block's tail are a fixed cost of 4-7 µs beside
+// 11 µs of bytes at 8k keys (docs/10_inference.md, "The floor in two numbers"). A model decodes one
+// token through many layers, each with its own cache: here L layers of the issue's shape (B = 1,
+// Hq = 32, Hkv = 8, Nq = 1, D = 128, bf16), their steps launched back to back, the time of a round of
+// L steps over L (the L2 flushed before each round; L caches of 32 MiB or more do not fit it).
+//
+// Rows, per cache length:
+//   cluster_merge_alone       one step timed alone, as step10_inference times split_kv_cluster_merge;
+//   cluster_merge_stream      L steps back to back, each launched when the one before has finished;
+//   cluster_merge_overlapped  the same with programmatic dependent launch (DecodeOptions::
+//                             overlap_previous): a step's blocks start while the previous step's
+//                             still run and copy their first tiles of old keys, and read Q only
+//                             once it has finished;
+//   read_cache_stream, read_cache_overlapped  the plain read of each cache (not attention), alike.
+// Check: every layer's O and LSE from the overlapped stream equal, bit for bit, decode_forward
+// launched alone on that layer (the stage verifies that one against float64); exit 1 if not.
+// A measuring tool: the inputs are hashed uniforms. tools/compare_decode_stream.py times PyTorch's
+// SDPA the same way (L calls captured in one CUDA graph) beside it.
+//
+//   build/steps/10_inference/step10_stream [--layers L] [--reps R] [--json FILE] [Nk ...]   (8k 16k 32k)
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "10_inference/inference.cuh"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/device.cuh"
+#include "fa/cuda/device_buffer.cuh"
+#include "fa/cuda/event_timer.cuh"
+#include "fa/cuda/fill.cuh"
+#include "fa/memory.hpp"
+#include "fa/results.hpp"
+
+namespace {
+
+using T = __nv_bfloat16;
+
+// One layer: its Q, cache, and outputs.
+struct Layer {
+  fa::DeviceBuffer<T> q, k, v, o;
+  fa::DeviceBuffer<float> lse;
+  Layer(fa::MemoryMeter& meter, const fa::Problem& p, unsigned seed)
+      : q(meter, static_cast<std::size_t>(p.q_elements())), k(meter, static_cast<std::size_t>(p.kv_elements())),
+        v(meter, static_cast<std::size_t>(p.kv_elements())), o(meter, static_cast<std::size_t>(p.q_elements())),
+        lse(meter, static_cast<std::size_t>(p.lse_elements())) {
+    fa::fill_hashed_uniform<<<1024, 256>>>(q.data(), static_cast<long>(q.size()), seed, 0.0f, 4.0f);
+    fa::fill_hashed_uniform<<<1024, 256>>>(k.data(), static_cast<long>(k.size()), seed + 1, 0.0f, 4.0f);
+    fa::fill_hashed_uniform<<<1024, 256>>>(v.data(), static_cast<long>(v.size()), seed + 2, 0.0f, 2.0f);
+    FA_CUDA_CHECK_LAUNCH();
+  }
+  fa::AttentionInputs in(const fa::Problem& p) const {
+    const fa::Shape4 qs{p.batch, p.heads, p.seq_q, p.dim}, kvs{p.batch, p.kv_heads(), p.seq_k, p.dim};
+    return {{q.data(), p.dtype, qs}, {k.data(), p.dtype, kvs}, {v.data(), p.dtype, kvs}};
+  }
+  fa::AttentionOutputs out(const fa::Problem& p) {
+    return {{o.data(), p.dtype, {p.batch, p.heads, p.seq_q, p.dim}}, {lse.data(), fa::DType::float32, {p.batch, p.heads, p.seq_q, 1}}};
+  }
+};
+
+template <class U>
+std::vector<U> download(const fa::DeviceBuffer<U>& b) {
+  std::vector<U> h(b.size());
+  FA_CUDA_CHECK(cudaMemcpy(h.data(), b.data(), b.size() * sizeof(U), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "step10_stream: error: %s (usage: step10_stream [--layers L] [--reps R] [--json FILE] [Nk ...])\n",
+               why.c_str());
+  std::exit(2);
+}
+
+long parse_count(const char* s, const char* what, long lo, long hi) {
+  char* end = nullptr;
+  long n = std::strtol(s, &end, 10);
+  if (end != s && (*end == 'k' || *end == 'K')) n *= 1024, ++end;
+  if (end == s || *end != '\0' || n < lo || n > hi)
+    usage(std::string(what) + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + s + "'");
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  int layers = 8, reps = 30;
+  std::string json;
+  std::vector<long> sizes;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--layers" && has_value) layers = static_cast<int>(parse_count(argv[++i], "--layers", 1, 64));
+    else if (a == "--reps" && has_value) reps = static_cast<int>(parse_count(argv[++i], "--reps", 1, 10000));
+    else if (a == "--json" && has_value) json = argv[++i];
+    else if (a == "--help" || a == "-h") {
+      std::printf("step10_stream [--layers L] [--reps R] [--json FILE] [Nk ...]: decoding steps back to back, alone and\n"
+                  "overlapped (programmatic dependent launch), beside the plain read; the header of stream.cu says more\n");
+      return 0;
+    } else if (a.rfind("--", 0) == 0) usage("unknown option or missing value: " + a);
+    else sizes.push_back(parse_count(argv[i], "Nk", 64, 1 << 20));
+  }
+  if (sizes.empty()) sizes = {8192, 16384, 32768};
+  if (const std::string why = fa::cuda_skip_reason(90); !why.empty()) {
+    std::printf("step10_stream: skipped: %s\n", why.c_str());
+    return 77;  // CTest's "skipped"
+  }
+
+  std::string command = argv[0];
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  std::vector<fa::ResultRow> rows;
+  bool all_equal = true;
+  std::printf("%-26s %8s %12s %12s %12s\n", "variant (per step)", "Nk", "median us", "min us", "GB/s of cache");
+  for (const long nk : sizes) {
+    fa::Problem p{.batch = 1, .heads = 32, .heads_kv = 8, .seq_q = 1, .seq_k = nk, .dim = 128, .dtype = fa::DType::bfloat16};
+    fa::MemoryMeter meter;
+    std::vector<Layer> stack;
+    stack.reserve(static_cast<std::size_t>(layers));
+    for (int l = 0; l < layers; ++l) stack.emplace_back(meter, p, 1000u + 17u * static_cast<unsigned>(l));
+    fa::DeviceContext ctx(meter);
+    const fa::step10::DecodeOptions plain{.merge = fa::step10::Merge::cluster};
+    fa::step10::DecodeOptions overlapped = plain;
+    overlapped.overlap_previous = true;
+    auto decode = [&](int l, const fa::step10::DecodeOptions& o) {
+      fa::step10::decode_forward(p, stack[l].in(p), stack[l].out(p), ctx, o);
+    };
+    auto read = [&](int l, bool overlap) { fa::step10::read_cache(p, stack[l].in(p), stack[l].out(p), ctx, overlap); };
+
+    // The reference first: each layer launched alone (plain launches), its O and LSE kept.
+    std::vector<std::vector<T>> o_alone;
+    std::vector<std::vector<float>> lse_alone;
+    for (int l = 0; l < layers; ++l) {
+      decode(l, plain);
+      FA_CUDA_CHECK(cudaDeviceSynchronize());
+      o_alone.push_back(download(stack[l].o));
+      lse_alone.push_back(download(stack[l].lse));
+    }
+
+    struct Case {
+      const char* variant;
+      bool stream, comparison;
+      std::function<void(int)> step;
+    };
+    const std::vector<Case> cases{
+        {"cluster_merge_alone", false, false, [&](int l) { decode(l, plain); }},
+        {"cluster_merge_stream", true, false, [&](int l) { decode(l, plain); }},
+        {"cluster_merge_overlapped", true, false, [&](int l) { decode(l, overlapped); }},
+        {"read_cache_stream", true, true, [&](int l) { read(l, false); }},
+        {"read_cache_overlapped", true, true, [&](int l) { read(l, true); }},
+    };
+    const double cache_bytes = 2.0 * p.kv_elements() * 2;
+    for (const Case& c : cases) {
+      const int steps = c.stream ? layers : 1;
+      const fa::TimingStats t = fa::time_device(
+          [&](cudaStream_t) {
+            for (int l = 0; l < steps; ++l) c.step(l);
+          },
+          nullptr, /*warmup=*/3, reps);
+      fa::ResultRow row;
+      row.stage = "10";
+      row.variant = c.variant;
+      row.comparison = c.comparison;
+      row.problem = p;
+      row.median_ms = t.median_ms / steps;
+      row.min_ms = t.min_ms / steps;
+      row.max_ms = t.max_ms / steps;
+      row.reps = t.reps;
+      row.gbps = cache_bytes / (row.median_ms * 1e-3) / 1e9;
+      row.tflops = 4.0 * p.heads * p.seq_q * p.seq_k * p.dim / (row.median_ms * 1e-3) / 1e12;
+      row.note = c.stream ? "per step: a round of " + std::to_string(layers) + " layers' steps back to back, over " +
+                                std::to_string(layers) + " (the L2 flushed before each round)"
+                          : "one step alone, the L2 flushed before it (as step10_inference times it)";
+      if (std::strcmp(c.variant, "cluster_merge_overlapped") == 0) {
+        // The last round's outputs against each layer launched alone, bit for bit.
+        bool equal = true;
+        for (int l = 0; l < layers; ++l)
+          equal = equal && download(stack[l].o) == o_alone[l] && download(stack[l].lse) == lse_alone[l];
+        all_equal = all_equal && equal;
+        row.verified = true;
+        row.verification_ok = equal;
+        row.reference = "each layer's decode_forward launched alone, bit for bit";
+        row.verification = "all rows";
+      }
+      std::printf("%-26s %8ld %12.2f %12.2f %12.0f%s\n", c.variant, nk, 1e3 * row.median_ms, 1e3 * row.min_ms, row.gbps,
+                  row.verified ? (row.verification_ok ? "  outputs equal the plain launches'" : "  OUTPUTS DIFFER") : "");
+      rows.push_back(row);
+    }
+  }
+  if (!json.empty()) fa::write_results_json(json, "10", fa::device_metadata(command), rows);
+  std::printf("step10_stream: %d layers, %s\n", layers,
+              all_equal ? "every overlapped step's O and LSE equal the step launched alone (bit for bit)"
+                        : "FAIL: an overlapped step's outputs differ from the step launched alone");
+  return all_equal ? 0 : 1;
+} catch (const fa::UsageError& e) {
+  std::fprintf(stderr, "step10_stream: error: %s\n", e.what());
+  return 2;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "step10_stream: error: %s\n", e.what());
+  return 1;
+}
