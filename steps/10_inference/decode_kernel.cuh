@@ -90,6 +90,7 @@ struct DecodeArgs {
   float scale;       // τ: LSE = m·τ + ln l
   float scale_log2;  // τ·log2(e)
   bool causal;
+  bool overlap_previous;        // DecodeOptions::overlap_previous: launched to overlap the previous grid
 };
 
 // One instantiation: head dim D, kWarps warps on the same 16 rows, Bc keys per warp tile, kStages
@@ -509,12 +510,13 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   const Inbox<C> inbox(smem);  // Merge::cluster
   if (a.cluster_merge) open_inbox(inbox, split, a.splits, rows_here);
 
-  // The copies: each warp's first S tiles (one group each; empty groups where the warp has fewer,
-  // so that the waits in the loop count alike), then Q by the whole block. A warp whose first tiles
-  // hold only keys older than the step's Nq new ones (a plain cache) copies them before it waits for
-  // the previous grid; Q, the new keys, and with them the rest, only after.
-  const int first_tiles = min(S, my_tiles);
-  const bool early = plain_cache && (first_tiles == 0 || tile_of(first_tiles - 1) * Bc + Bc <= n_keys - a.seq_q);
+  // The copies, S + 1 groups per thread: Q by the whole block, and each warp's first S tiles (one
+  // group each; empty groups where the warp has fewer, so that the waits in the loop count alike).
+  auto load_q = [&] {
+    step07::load_tile<QTile, C::kRows, D, C::kThreads, true>(reinterpret_cast<T*>(smem), a.q + row_base * D, 0,
+                                                             rows_here);
+    ptx::cp_async_commit();
+  };
   auto load_first_tiles = [&] {
 #pragma unroll
     for (int n = 0; n < S; ++n) {
@@ -522,13 +524,24 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
       ptx::cp_async_commit();
     }
   };
-  if (early) load_first_tiles();
-  if (plain_cache) ptx::wait_for_previous_grid();
-  if (!early) load_first_tiles();
-  step07::load_tile<QTile, C::kRows, D, C::kThreads, true>(reinterpret_cast<T*>(smem), a.q + row_base * D, 0,
-                                                           rows_here);
-  ptx::cp_async_commit();
-  ptx::cp_async_wait<0>();  // Q and the first tiles have landed (this thread's copies) ...
+  // Launched alone, Q first: the first product waits for it, and for the first tile only (the loop's
+  // wait), not for every tile in flight. Overlapping the previous grid, a warp whose first tiles hold
+  // only keys older than the step's Nq new ones (a plain cache) copies them before it waits for that
+  // grid, and Q after; then it waits for all its copies, which have had the previous grid's tail to land.
+  const int first_tiles = min(S, my_tiles);
+  const bool early = a.overlap_previous && plain_cache &&
+                     (first_tiles == 0 || tile_of(first_tiles - 1) * Bc + Bc <= n_keys - a.seq_q);
+  if (early) {
+    load_first_tiles();
+    ptx::wait_for_previous_grid();
+    load_q();
+    ptx::cp_async_wait<0>();  // the first tiles and Q have landed (this thread's copies) ...
+  } else {
+    if (plain_cache) ptx::wait_for_previous_grid();  // (otherwise it waited at the top)
+    load_q();
+    load_first_tiles();
+    ptx::cp_async_wait<S>();  // Q has landed (this thread's copies) ...
+  }
   __syncthreads();          // ... and every thread's
 
   // Q's A fragments, for all of D, once: the 16 rows never change (ldmatrix addressing: stage 07).

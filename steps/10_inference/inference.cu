@@ -269,6 +269,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   a.scale = p.softmax_scale();
   a.scale_log2 = a.scale * static_cast<float>(M_LOG2E);
   a.causal = p.causal;
+  a.overlap_previous = options.overlap_previous;
 
   opt_in_shared_memory_once<kernel, C::kClusterSmemBytes>();
   const dim3 grid(static_cast<unsigned>(p.batch * p.kv_heads()), static_cast<unsigned>(plan.splits),
