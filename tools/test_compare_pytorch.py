@@ -345,6 +345,51 @@ class DecodeUsage(unittest.TestCase):
             self.assertIn(text, err)
 
 
+class DecodeStreamUsage(unittest.TestCase):
+    """compare_decode_stream.py (decoding steps back to back): its usage errors, and the best anchor of
+    each kind (alone, in a graph) that the stage's rows are measured against."""
+
+    def run_main(self, argv):
+        import compare_decode_stream
+        err = io.StringIO()
+        with redirect_stderr(err):
+            code = compare_decode_stream.main(argv)
+        return code, err.getvalue()
+
+    def test_bad_usage_exits_2(self):
+        out = os.path.join(tempfile.mkdtemp(), "x.json")
+        for argv, text in [
+            (["--json", out], "--exe"),
+            (["--exe", sys.executable, "--json", out, "--layers", "0"], "--layers"),
+            (["--exe", sys.executable, "--json", out, "--reps", "0"], "at least 1"),
+            (["--exe", sys.executable, "--json", out, "--seq-k", "8k,none"], "not a size"),
+            (["--exe", sys.executable, "--json", out, "--anchors-only", "--seq-k", "8k,16k"], "one case"),
+        ]:
+            code, err = self.run_main(argv)
+            self.assertEqual(code, 2, argv)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn(text, err)
+        self.assertFalse(os.path.exists(out))
+
+    def test_without_torch_exits_2(self):
+        if importlib.util.find_spec("torch") is not None:
+            self.skipTest("PyTorch is installed here")
+        code, err = self.run_main(["--exe", sys.executable, "--json", os.path.join(tempfile.mkdtemp(), "x.json")])
+        self.assertEqual(code, 2)
+        self.assertIn("needs PyTorch", err)
+
+    def test_best_of_each_kind(self):
+        import compare_decode_stream as s
+        rows = [{"variant": "sdpa_cudnn", "status": "ok", "median_ms": 0.022},
+                {"variant": "sdpa_cudnn_graph", "status": "ok", "median_ms": 0.019},
+                {"variant": "sdpa_flash", "status": "ok", "median_ms": 0.029},
+                {"variant": "sdpa_flash_graph", "status": "ok", "median_ms": 0.026},
+                {"variant": "sdpa_efficient_graph", "status": "skipped", "median_ms": None}]
+        self.assertEqual(s.best_of(rows, graph=False)["variant"], "sdpa_cudnn")
+        self.assertEqual(s.best_of(rows, graph=True)["variant"], "sdpa_cudnn_graph")
+        self.assertIsNone(s.best_of(rows[4:], graph=True))
+
+
 class DecodeAnchorProcesses(unittest.TestCase):
     """compare_decode.py's anchors timed in several processes: the children's lines read back, and
     each row keeping the fastest process (no GPU: the children are stubbed)."""

@@ -19,7 +19,8 @@
 // A measuring tool: the inputs are hashed uniforms. tools/compare_decode_stream.py times PyTorch's
 // SDPA the same way (L calls captured in one CUDA graph) beside it.
 //
-//   build/steps/10_inference/step10_stream [--layers L] [--reps R] [--json FILE] [Nk ...]   (8k 16k 32k)
+//   build/steps/10_inference/step10_stream [--layers L] [--reps R] [--splits S] [--json FILE] [Nk ...]
+// (default: 8 layers, 30 rounds, the splits chosen as the stage chooses them, Nk = 8k 16k 32k)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -71,7 +72,7 @@ std::vector<U> download(const fa::DeviceBuffer<U>& b) {
 }
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "step10_stream: error: %s (usage: step10_stream [--layers L] [--reps R] [--json FILE] [Nk ...])\n",
+  std::fprintf(stderr, "step10_stream: error: %s (usage: step10_stream [--layers L] [--reps R] [--splits S] [--json FILE] [Nk ...])\n",
                why.c_str());
   std::exit(2);
 }
@@ -88,7 +89,7 @@ long parse_count(const char* s, const char* what, long lo, long hi) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  int layers = 8, reps = 30;
+  int layers = 8, reps = 30, splits = 0;
   std::string json;
   std::vector<long> sizes;
   for (int i = 1; i < argc; ++i) {
@@ -96,9 +97,11 @@ int main(int argc, char** argv) try {
     const bool has_value = i + 1 < argc;
     if (a == "--layers" && has_value) layers = static_cast<int>(parse_count(argv[++i], "--layers", 1, 64));
     else if (a == "--reps" && has_value) reps = static_cast<int>(parse_count(argv[++i], "--reps", 1, 10000));
+    else if (a == "--splits" && has_value)
+      splits = static_cast<int>(parse_count(argv[++i], "--splits", 1, fa::step10::kMaxClusterSplits));
     else if (a == "--json" && has_value) json = argv[++i];
     else if (a == "--help" || a == "-h") {
-      std::printf("step10_stream [--layers L] [--reps R] [--json FILE] [Nk ...]: decoding steps back to back, alone and\n"
+      std::printf("step10_stream [--layers L] [--reps R] [--splits S] [--json FILE] [Nk ...]: decoding steps back to back, alone and\n"
                   "overlapped (programmatic dependent launch), beside the plain read; the header of stream.cu says more\n");
       return 0;
     } else if (a.rfind("--", 0) == 0) usage("unknown option or missing value: " + a);
@@ -122,7 +125,7 @@ int main(int argc, char** argv) try {
     stack.reserve(static_cast<std::size_t>(layers));
     for (int l = 0; l < layers; ++l) stack.emplace_back(meter, p, 1000u + 17u * static_cast<unsigned>(l));
     fa::DeviceContext ctx(meter);
-    const fa::step10::DecodeOptions plain{.merge = fa::step10::Merge::cluster};
+    const fa::step10::DecodeOptions plain{.splits = splits, .merge = fa::step10::Merge::cluster};
     fa::step10::DecodeOptions overlapped = plain;
     overlapped.overlap_previous = true;
     auto decode = [&](int l, const fa::step10::DecodeOptions& o) {
@@ -153,6 +156,7 @@ int main(int argc, char** argv) try {
         {"read_cache_overlapped", true, true, [&](int l) { read(l, true); }},
     };
     const double cache_bytes = 2.0 * p.kv_elements() * 2;
+    const int used_splits = fa::step10::plan_decode(p, splits, fa::step10::Merge::cluster).splits;
     for (const Case& c : cases) {
       const int steps = c.stream ? layers : 1;
       const fa::TimingStats t = fa::time_device(
@@ -171,7 +175,8 @@ int main(int argc, char** argv) try {
       row.reps = t.reps;
       row.gbps = cache_bytes / (row.median_ms * 1e-3) / 1e9;
       row.tflops = 4.0 * p.heads * p.seq_q * p.seq_k * p.dim / (row.median_ms * 1e-3) / 1e12;
-      row.note = c.stream ? "per step: a round of " + std::to_string(layers) + " layers' steps back to back, over " +
+      row.note = std::to_string(used_splits) + " splits; ";
+      row.note += c.stream ? "per step: a round of " + std::to_string(layers) + " layers' steps back to back, over " +
                                 std::to_string(layers) + " (the L2 flushed before each round)"
                           : "one step alone, the L2 flushed before it (as step10_inference times it)";
       if (std::strcmp(c.variant, "cluster_merge_overlapped") == 0) {
@@ -185,7 +190,8 @@ int main(int argc, char** argv) try {
         row.reference = "each layer's decode_forward launched alone, bit for bit";
         row.verification = "all rows";
       }
-      std::printf("%-26s %8ld %12.2f %12.2f %12.0f%s\n", c.variant, nk, 1e3 * row.median_ms, 1e3 * row.min_ms, row.gbps,
+      std::printf("%-26s %8ld %12.2f %12.2f %12.0f  %d splits%s\n", c.variant, nk, 1e3 * row.median_ms, 1e3 * row.min_ms,
+                  row.gbps, used_splits,
                   row.verified ? (row.verification_ok ? "  outputs equal the plain launches'" : "  OUTPUTS DIFFER") : "");
       rows.push_back(row);
     }
