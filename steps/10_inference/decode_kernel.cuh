@@ -40,7 +40,7 @@
 // Causal: row r is query position i = r mod Nq, the last Nq positions of its cache: it sees keys
 // j <= i + Nk − Nq (the course's bottom-right mask).
 //
-// A step among steps (programmatic dependent launch, fa/cuda/ptx/grid_dependency.cuh): launched
+// A step among steps (programmatic dependent launch, grid_dependency.cuh): launched
 // with DecodeOptions::overlap_previous, the kernel may start while the kernel before it in the
 // stream still runs. In a model that kernel wrote this step's Q and the newest Nq keys of the cache
 // (and any cache lengths or block table), never the older keys. So each warp copies its first
@@ -57,9 +57,9 @@
 
 #include "07_tensor_cores/fragment_softmax.cuh"
 #include "07_tensor_cores/tile_ops.cuh"
+#include "10_inference/grid_dependency.cuh"
 #include "10_inference/split_merge.hpp"
 #include "fa/cuda/ptx/cp_async.cuh"
-#include "fa/cuda/ptx/grid_dependency.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
@@ -463,9 +463,9 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   // A step among steps (the file's header): the next grid may start now; it waits for this one to
   // finish before it reads anything. Cache lengths and a block table may be the previous kernel's
   // writes: with either, this grid waits before it reads them.
-  ptx::allow_next_grid();
+  allow_next_grid();
   const bool plain_cache = a.cache_lens == nullptr && a.block_table == nullptr;
-  if (!plain_cache) ptx::wait_for_previous_grid();
+  if (!plain_cache) wait_for_previous_grid();
 
   // Which rows, which keys. Blocks: x = (batch, kv head), y = the split, z = the 16-row tile.
   const int head_kv = blockIdx.x, split = blockIdx.y, r0 = blockIdx.z * C::kRows;
@@ -533,11 +533,11 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
                      (first_tiles == 0 || tile_of(first_tiles - 1) * Bc + Bc <= n_keys - a.seq_q);
   if (early) {
     load_first_tiles();
-    ptx::wait_for_previous_grid();
+    wait_for_previous_grid();
     load_q();
     ptx::cp_async_wait<0>();  // the first tiles and Q have landed (this thread's copies) ...
   } else {
-    if (plain_cache) ptx::wait_for_previous_grid();  // (otherwise it waited at the top)
+    if (plain_cache) wait_for_previous_grid();  // (otherwise it waited at the top)
     load_q();
     load_first_tiles();
     ptx::cp_async_wait<S>();  // Q has landed (this thread's copies) ...

@@ -25,10 +25,10 @@
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "09_hopper/hopper.cuh"
 #include "10_inference/decode_kernel.cuh"
+#include "10_inference/grid_dependency.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/dtype.cuh"
-#include "fa/cuda/ptx/grid_dependency.cuh"
 #include "fa/cuda/shared_memory.cuh"
 #include "fa/cuda/stage_arch.cuh"
 
@@ -69,7 +69,7 @@ template <class T>
 __global__ void __launch_bounds__(512) read_cache_kernel(const int4* k, const int4* v, long long chunks, T* o,
                                                          long long o_elements, float* lse, long long rows) {
   constexpr int kInFlight = 8;
-  ptx::allow_next_grid();  // in a stream of steps (read_cache with overlap_previous): reads first, ...
+  allow_next_grid();  // in a stream of steps (read_cache with overlap_previous): reads first, ...
   const long long first = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   int sum = 0;
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(512) read_cache_kernel(const int4* k, const in
 #pragma unroll
     for (int j = 0; j < kInFlight; ++j) sum ^= w[j].x ^ w[j].y ^ w[j].z ^ w[j].w;
   }
-  ptx::wait_for_previous_grid();  // ... writes after the previous grid (a no-op without the attribute)
+  wait_for_previous_grid();  // ... writes after the previous grid (a no-op without the attribute)
   if (sum == 0x5eed1e55) lse[0] = static_cast<float>(sum);  // never (and overwritten below if it were)
   for (long long i = first; i < o_elements; i += stride) o[i] = static_cast<T>(0.0f);
   for (long long i = first; i < rows; i += stride) lse[i] = -INFINITY;
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(512) read_cache_kernel(const int4* k, const in
 std::int64_t row_tiles(const Problem& p) { return (p.heads / p.kv_heads() * p.seq_q + 15) / 16; }
 
 // A launch's programmatic-stream-serialization attribute: the kernel may start before the one ahead
-// of it in the stream has finished (fa/cuda/ptx/grid_dependency.cuh says what it may do until then).
+// of it in the stream has finished (grid_dependency.cuh says what it may do until then).
 cudaLaunchAttribute overlapping_previous() {
   cudaLaunchAttribute overlap{};
   overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "09_hopper/hopper.cuh"
+#include "10_inference/grid_dependency.cuh"
 #include "10_inference/inference.cuh"
 #include "fa/compare.hpp"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/device_buffer.cuh"
-#include "fa/cuda/ptx/grid_dependency.cuh"
 #include "fa/cuda/stage_arch.cuh"
 #include "fa/packed.hpp"
 #include "fa/random.hpp"
@@ -89,7 +89,7 @@ void skip_without_gpu() { fa::exit_skipped_below(fa::kStageMinComputeCapability)
 // written for programmatic dependent launch does), then, after `ns` nanoseconds, writes the step's
 // Q and the newest keys and values (copied from `from`, `count` 16-byte chunks of each pair).
 __global__ void late_writer(const int4* const* from, int4* const* to, const long long* count, int pairs, long long ns) {
-  fa::ptx::allow_next_grid();
+  fa::step10::allow_next_grid();
   long long start = 0, now = 0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));

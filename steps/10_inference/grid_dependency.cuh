@@ -1,7 +1,8 @@
 // grid_dependency.cuh — programmatic dependent launch (PDL, compute capability 9.0): a kernel that
-// may start before the kernel ahead of it in the stream has finished. First used in stage 10's
-// decoding kernel (steps/10_inference/decode_kernel.cuh), where a step of a few microseconds pays
-// a launch and a ramp that a stream of steps can overlap.
+// may start before the kernel ahead of it in the stream has finished. Stage 10's decoding kernel
+// (decode_kernel.cuh) and read_cache use it: a step of a few microseconds pays a launch and a ramp
+// that a stream of steps can overlap (docs/10_inference.md, "A step among steps"). Kept beside the
+// stage that teaches it; once the stage is done it may move to fa/cuda/ptx/ (its README says when).
 //
 // A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization = 1 may begin once every
 // block of the kernel before it has called allow_next_grid() or exited, instead of once that whole
@@ -22,7 +23,7 @@
 
 #include <cuda_runtime.h>
 
-namespace fa::ptx {
+namespace fa::step10 {
 
 __device__ __forceinline__ void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -35,4 +36,4 @@ __device__ __forceinline__ void allow_next_grid() {
 #endif
 }
 
-}  // namespace fa::ptx
+}  // namespace fa::step10
