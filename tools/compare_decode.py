@@ -242,23 +242,41 @@ def anchors_only(gpu, args):
     return 0
 
 
-def anchors_elsewhere(args, b, nk):
-    """The case's anchors timed in --anchor-processes − 1 fresh processes: a list of their
-    {variant: [median, min, max]} (a process that fails adds nothing, and says so on stderr)."""
+def anchors_in_processes(args, script, prog, case):
+    """One case's anchors timed in --anchor-processes − 1 fresh processes of `script` (compare_decode.py,
+    compare_decode_stream.py) run with --anchors-only and the case's own arguments `case`: a list of
+    their {variant: [median, min, max]} (a process that fails adds nothing, and says so on stderr)."""
     runs = []
     for _ in range(args.anchor_processes - 1):
-        cmd = [sys.executable, os.path.abspath(__file__), "--anchors-only", "--exe", args.exe, "--json", os.devnull,
-               "--batch", str(b), "--seq-k", str(nk), "--seq-q", str(args.seq_q), "--heads", str(args.heads),
-               "--heads-kv", str(args.heads_kv), "--dim", str(args.dim), "--dtype", args.dtype,
+        cmd = [sys.executable, script, "--anchors-only", "--exe", args.exe, "--json", os.devnull,
                "--backends", args.backends, "--reps", str(args.reps), "--warmup", str(args.warmup),
-               "--seed", str(args.seed)]
+               "--seed", str(args.seed)] + case
         code, output = run_stage(args, cmd)
         lines = [x for x in output.splitlines() if x.startswith(ANCHORS_LINE)]
         if code != 0 or not lines:
-            print("%s: the anchors' process failed (exit %s): %s" % (PROG, code, cp.tail(output)), file=sys.stderr)
+            print("%s: the anchors' process failed (exit %s): %s" % (prog, code, cp.tail(output)), file=sys.stderr)
             continue
         runs.append(json.loads(lines[-1][len(ANCHORS_LINE):]))
     return runs
+
+
+def anchors_elsewhere(args, b, nk):
+    """This script's case (batch b, nk keys) timed in the other processes (anchors_in_processes)."""
+    return anchors_in_processes(args, os.path.abspath(__file__), PROG, [
+        "--batch", str(b), "--seq-k", str(nk), "--seq-q", str(args.seq_q), "--heads", str(args.heads),
+        "--heads-kv", str(args.heads_kv), "--dim", str(args.dim), "--dtype", args.dtype])
+
+
+def start(prog, parse, argv):
+    """What every comparison of stage 10 does first: argv parsed by `parse` and the GPU set up.
+    Returns (args, gpu), or (None, 2) after one line on stderr (bad usage, no PyTorch, no GPU)."""
+    try:
+        args = parse(argv)
+    except cp.UsageError as e:
+        print("%s: error: %s" % (prog, e), file=sys.stderr)
+        return None, 2
+    gpu = gpu_setup(prog, args)
+    return (args, gpu) if gpu is not None else (None, 2)
 
 
 def fastest_process(row, runs):
@@ -271,14 +289,9 @@ def fastest_process(row, runs):
 
 
 def main(argv=None):
-    try:
-        args = parse_args(argv)
-    except cp.UsageError as e:
-        print("%s: error: %s" % (PROG, e), file=sys.stderr)
-        return 2
-    gpu = gpu_setup(PROG, args)
-    if gpu is None:
-        return 2
+    args, gpu = start(PROG, parse_args, argv)
+    if args is None:
+        return gpu
     if args.anchors_only:
         return anchors_only(gpu, args)
     torch, device, commit, flush = gpu.torch, gpu.device, gpu.commit, gpu.flush

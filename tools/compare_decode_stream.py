@@ -141,18 +141,8 @@ def anchors_only(gpu, args):
 
 def anchors_elsewhere(args, nk):
     """The case's anchors in --anchor-processes − 1 fresh processes of this script."""
-    runs = []
-    for _ in range(args.anchor_processes - 1):
-        cmd = [sys.executable, os.path.abspath(__file__), "--anchors-only", "--exe", args.exe, "--json", os.devnull,
-               "--seq-k", str(nk), "--layers", str(args.layers), "--backends", args.backends, "--reps", str(args.reps),
-               "--warmup", str(args.warmup), "--seed", str(args.seed)]
-        code, output = cd.run_stage(args, cmd)
-        lines = [x for x in output.splitlines() if x.startswith(cd.ANCHORS_LINE)]
-        if code != 0 or not lines:
-            print("%s: the anchors' process failed (exit %s): %s" % (PROG, code, cp.tail(output)), file=sys.stderr)
-            continue
-        runs.append(json.loads(lines[-1][len(cd.ANCHORS_LINE):]))
-    return runs
+    return cd.anchors_in_processes(args, os.path.abspath(__file__), PROG,
+                                   ["--seq-k", str(nk), "--layers", str(args.layers)])
 
 
 def best_of(rows, graph):
@@ -161,14 +151,9 @@ def best_of(rows, graph):
 
 
 def main(argv=None):
-    try:
-        args = parse_args(argv)
-    except cp.UsageError as e:
-        print("%s: error: %s" % (PROG, e), file=sys.stderr)
-        return 2
-    gpu = cd.gpu_setup(PROG, args)
-    if gpu is None:
-        return 2
+    args, gpu = cd.start(PROG, parse_args, argv)
+    if args is None:
+        return gpu
     if args.anchors_only:
         return anchors_only(gpu, args)
     torch = gpu.torch

@@ -177,14 +177,9 @@ def main(argv=None):
         return self_test()
     if argv == ["--self-test-torch"]:
         return self_test_torch()
-    try:
-        args = parse_args(argv)
-    except cp.UsageError as e:
-        print("%s: error: %s" % (PROG, e), file=sys.stderr)
-        return 2
-    gpu = cd.gpu_setup(PROG, args)
-    if gpu is None:
-        return 2
+    args, gpu = cd.start(PROG, parse_args, argv)
+    if args is None:
+        return gpu
     torch, sdpa_kernel, backend_of, wanted, dtype = gpu.torch, gpu.sdpa_kernel, gpu.backend_of, gpu.wanted, gpu.dtype
     prop, device, commit, flush = gpu.prop, gpu.device, gpu.commit, gpu.flush
     sdpa = torch.nn.functional.scaled_dot_product_attention

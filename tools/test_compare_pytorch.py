@@ -255,16 +255,39 @@ class Rows(unittest.TestCase):
         self.assertEqual(sum(line.startswith('  {"stage"') for line in lines), len(rows))  # one row a line
 
 
-class Usage(unittest.TestCase):
+class UsageChecks:
+    """What every comparison script's usage tests share: main(argv) with stderr captured; each bad
+    command line exits 2 with one line that names the problem and writes no results file; without
+    PyTorch, exit 2. A test class sets `main` (a staticmethod)."""
+
     def run_main(self, argv):
         err = io.StringIO()
         with redirect_stderr(err):
-            code = cp.main(argv)
+            code = self.main(argv)
         return code, err.getvalue()
+
+    def check_usage_errors(self, cases, out):
+        for argv, text in cases:
+            code, err = self.run_main(argv)
+            self.assertEqual(code, 2, argv)
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+            self.assertIn(text, err)
+        self.assertFalse(os.path.exists(out))
+
+    def check_needs_torch(self, argv):
+        if importlib.util.find_spec("torch") is not None:
+            self.skipTest("PyTorch is installed here")
+        code, err = self.run_main(argv)
+        self.assertEqual(code, 2)
+        self.assertIn("needs PyTorch", err)
+
+
+class Usage(UsageChecks, unittest.TestCase):
+    main = staticmethod(cp.main)
 
     def test_bad_usage_exits_2(self):
         out = os.path.join(tempfile.mkdtemp(), "x.json")
-        for argv, text in [
+        self.check_usage_errors([
             (["--json", out, "--dtype", "int8"], "unknown dtype"),
             (["--json", out, "--pass", "fwd,sideways"], "unknown pass"),
             (["--json", out, "--backends", "flash,xformers"], "unknown backend"),
@@ -275,12 +298,7 @@ class Usage(unittest.TestCase):
             (["--json", out, "--stage-exe", sys.executable, "--pass", "fwd", "--stage-args", "'open"], "--stage-args"),
             (["--json", out, "--causal", "maybe"], "--causal"),  # argparse's own errors: one line too
             (["--json", out, "--reps"], "--reps"),
-        ]:
-            code, err = self.run_main(argv)
-            self.assertEqual(code, 2, argv)
-            self.assertEqual(len(err.strip().splitlines()), 1, err)
-            self.assertIn(text, err)
-        self.assertFalse(os.path.exists(out))
+        ], out)
 
     def test_quick_defaults(self):
         a = cp.parse_args(["--json", "x", "--quick", "--reps", "7"])
@@ -296,98 +314,64 @@ class Usage(unittest.TestCase):
         self.assertEqual(parsed[8], ["v1", "v2"])
 
     def test_without_torch_exits_2(self):
-        if importlib.util.find_spec("torch") is not None:
-            self.skipTest("PyTorch is installed here")
-        code, err = self.run_main(["--json", os.path.join(tempfile.mkdtemp(), "x.json"), "--quick"])
-        self.assertEqual(code, 2)
-        self.assertIn("needs PyTorch", err)
+        self.check_needs_torch(["--json", os.path.join(tempfile.mkdtemp(), "x.json"), "--quick"])
 
 
-class DecodeUsage(unittest.TestCase):
+class DecodeUsage(UsageChecks, unittest.TestCase):
     """compare_decode.py (stage 10's comparison) shares this file's helpers: its usage errors."""
 
-    def run_main(self, argv):
+    @staticmethod
+    def main(argv):
         import compare_decode
-        err = io.StringIO()
-        with redirect_stderr(err):
-            code = compare_decode.main(argv)
-        return code, err.getvalue()
+        return compare_decode.main(argv)
 
     def test_bad_usage_exits_2(self):
         out = os.path.join(tempfile.mkdtemp(), "x.json")
-        for argv, text in [
+        self.check_usage_errors([
             (["--json", out], "--exe"),
             (["--exe", sys.executable, "--json", out, "--heads", "6", "--heads-kv", "4"], "multiple"),
             (["--exe", sys.executable, "--json", out, "--seq-k", "8k,none"], "not a size"),
             (["--exe", sys.executable, "--json", out, "--dtype", "int8"], "--dtype"),
-        ]:
-            code, err = self.run_main(argv)
-            self.assertEqual(code, 2, argv)
-            self.assertEqual(len(err.strip().splitlines()), 1, err)
-            self.assertIn(text, err)
-        self.assertFalse(os.path.exists(out))
-
-    def test_without_torch_exits_2(self):
-        if importlib.util.find_spec("torch") is not None:
-            self.skipTest("PyTorch is installed here")
-        code, err = self.run_main(["--exe", sys.executable, "--json", os.path.join(tempfile.mkdtemp(), "x.json")])
-        self.assertEqual(code, 2)
-        self.assertIn("needs PyTorch", err)
-
-    def test_anchor_process_errors_exit_2(self):
-        out = os.path.join(tempfile.mkdtemp(), "x.json")
-        for argv, text in [
             (["--exe", sys.executable, "--json", out, "--anchor-processes", "0"], "at least 1"),
             (["--exe", sys.executable, "--json", out, "--anchors-only", "--batch", "1,16"], "one case"),
-        ]:
-            code, err = self.run_main(argv)
-            self.assertEqual(code, 2, argv)
-            self.assertIn(text, err)
+        ], out)
+
+    def test_without_torch_exits_2(self):
+        self.check_needs_torch(["--exe", sys.executable, "--json", os.path.join(tempfile.mkdtemp(), "x.json")])
 
 
-class DecodeStreamUsage(unittest.TestCase):
+class DecodeStreamUsage(UsageChecks, unittest.TestCase):
     """compare_decode_stream.py (decoding steps back to back): its usage errors, and the best anchor of
     each kind (alone, in a graph) that the stage's rows are measured against."""
 
-    def run_main(self, argv):
+    @staticmethod
+    def main(argv):
         import compare_decode_stream
-        err = io.StringIO()
-        with redirect_stderr(err):
-            code = compare_decode_stream.main(argv)
-        return code, err.getvalue()
+        return compare_decode_stream.main(argv)
 
     def test_bad_usage_exits_2(self):
         out = os.path.join(tempfile.mkdtemp(), "x.json")
-        for argv, text in [
+        self.check_usage_errors([
             (["--json", out], "--exe"),
             (["--exe", sys.executable, "--json", out, "--layers", "0"], "--layers"),
             (["--exe", sys.executable, "--json", out, "--reps", "0"], "at least 1"),
             (["--exe", sys.executable, "--json", out, "--seq-k", "8k,none"], "not a size"),
             (["--exe", sys.executable, "--json", out, "--anchors-only", "--seq-k", "8k,16k"], "one case"),
-        ]:
-            code, err = self.run_main(argv)
-            self.assertEqual(code, 2, argv)
-            self.assertEqual(len(err.strip().splitlines()), 1, err)
-            self.assertIn(text, err)
-        self.assertFalse(os.path.exists(out))
+        ], out)
 
     def test_without_torch_exits_2(self):
-        if importlib.util.find_spec("torch") is not None:
-            self.skipTest("PyTorch is installed here")
-        code, err = self.run_main(["--exe", sys.executable, "--json", os.path.join(tempfile.mkdtemp(), "x.json")])
-        self.assertEqual(code, 2)
-        self.assertIn("needs PyTorch", err)
+        self.check_needs_torch(["--exe", sys.executable, "--json", os.path.join(tempfile.mkdtemp(), "x.json")])
 
     def test_best_of_each_kind(self):
-        import compare_decode_stream as s
+        import compare_decode_stream as stream
         rows = [{"variant": "sdpa_cudnn", "status": "ok", "median_ms": 0.022},
                 {"variant": "sdpa_cudnn_graph", "status": "ok", "median_ms": 0.019},
                 {"variant": "sdpa_flash", "status": "ok", "median_ms": 0.029},
                 {"variant": "sdpa_flash_graph", "status": "ok", "median_ms": 0.026},
                 {"variant": "sdpa_efficient_graph", "status": "skipped", "median_ms": None}]
-        self.assertEqual(s.best_of(rows, graph=False)["variant"], "sdpa_cudnn")
-        self.assertEqual(s.best_of(rows, graph=True)["variant"], "sdpa_cudnn_graph")
-        self.assertIsNone(s.best_of(rows[4:], graph=True))
+        self.assertEqual(stream.best_of(rows, graph=False)["variant"], "sdpa_cudnn")
+        self.assertEqual(stream.best_of(rows, graph=True)["variant"], "sdpa_cudnn_graph")
+        self.assertIsNone(stream.best_of(rows[4:], graph=True))
 
 
 class DecodeAnchorProcesses(unittest.TestCase):
