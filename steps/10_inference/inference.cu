@@ -275,7 +275,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   const dim3 grid(static_cast<unsigned>(p.batch * p.kv_heads()), static_cast<unsigned>(plan.splits),
                   static_cast<unsigned>(row_tiles(p)));
   // The launch's attributes: with the cluster merge the same grid, its blocks grouped (1, splits, 1)
-  // (a row tile's splits); in a stream of steps, leave to start before the previous kernel ends.
+  // (a row tile's splits); in a stream of steps, permission to start before the previous kernel ends.
   std::array<cudaLaunchAttribute, 2> attributes{};
   unsigned count = 0;
   if (cluster_merges) attributes[count++] = cluster_of(plan.splits);
