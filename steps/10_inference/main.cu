@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
       "memory beyond Q, K, V, O, LSE: the partial results, splits·B·Hq·Nq·(D + 1) floats (measured); the\n"
       "fused merge's counters (one int per row tile); the paged copy's pools and block table. The cluster merge: none.\n"
       "compared with: stage 07 on K/V repeated to Hq heads (the repeat is timed with it).\n"
+      "steps back to back, and overlapping the step before (programmatic dependent launch): step10_stream\n"
+      "(steps/10_inference/stream.cu), built beside this executable.\n"
       "verification: float64 on all rows up to 2e9 FLOPs, sampled rows beyond (docs/tolerance.md);\n"
       "stage 07 on the same inputs on every row.";
   fa::StageCli cli(spec);

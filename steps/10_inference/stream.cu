@@ -21,8 +21,9 @@
 //
 //   build/steps/10_inference/step10_stream [--layers L] [--reps R] [--splits S] [--json FILE] [Nk ...]
 // (default: 8 layers, 30 rounds, the splits chosen as the stage chooses them, Nk = 8k 16k 32k)
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "10_inference/inference.cuh"
+#include "fa/cli.hpp"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/device_buffer.cuh"
@@ -65,25 +67,10 @@ struct Layer {
 };
 
 template <class U>
-std::vector<U> download(const fa::DeviceBuffer<U>& b) {
+std::vector<U> on_host(const fa::DeviceBuffer<U>& b) {
   std::vector<U> h(b.size());
-  FA_CUDA_CHECK(cudaMemcpy(h.data(), b.data(), b.size() * sizeof(U), cudaMemcpyDeviceToHost));
+  b.download(h.data(), h.size());
   return h;
-}
-
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "step10_stream: error: %s (usage: step10_stream [--layers L] [--reps R] [--splits S] [--json FILE] [Nk ...])\n",
-               why.c_str());
-  std::exit(2);
-}
-
-long parse_count(const char* s, const char* what, long lo, long hi) {
-  char* end = nullptr;
-  long n = std::strtol(s, &end, 10);
-  if (end != s && (*end == 'k' || *end == 'K')) n *= 1024, ++end;
-  if (end == s || *end != '\0' || n < lo || n > hi)
-    usage(std::string(what) + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + s + "'");
-  return n;
 }
 
 }  // namespace
@@ -91,23 +78,28 @@ long parse_count(const char* s, const char* what, long lo, long hi) {
 int main(int argc, char** argv) try {
   int layers = 8, reps = 30, splits = 0;
   std::string json;
-  std::vector<long> sizes;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--layers" && has_value) layers = static_cast<int>(parse_count(argv[++i], "--layers", 1, 64));
-    else if (a == "--reps" && has_value) reps = static_cast<int>(parse_count(argv[++i], "--reps", 1, 10000));
-    else if (a == "--splits" && has_value)
-      splits = static_cast<int>(parse_count(argv[++i], "--splits", 1, fa::step10::kMaxClusterSplits));
-    else if (a == "--json" && has_value) json = argv[++i];
-    else if (a == "--help" || a == "-h") {
-      std::printf("step10_stream [--layers L] [--reps R] [--splits S] [--json FILE] [Nk ...]: decoding steps back to back, alone and\n"
-                  "overlapped (programmatic dependent launch), beside the plain read; the header of stream.cu says more\n");
-      return 0;
-    } else if (a.rfind("--", 0) == 0) usage("unknown option or missing value: " + a);
-    else sizes.push_back(parse_count(argv[i], "Nk", 64, 1 << 20));
+  std::vector<std::string> lengths;
+  CLI::App app{"step10_stream: decoding steps back to back, alone and overlapped (programmatic dependent launch),\n"
+               "beside the plain read of the cache (the header of steps/10_inference/stream.cu says more)"};
+  app.add_option("--layers", layers, "layers, each with its own Q, cache and outputs (default 8)")->check(CLI::Range(1, 64));
+  app.add_option("--reps", reps, "timed rounds (default 30)")->check(CLI::Range(1, 10000));
+  app.add_option("--splits", splits, "key chunks (default: chosen as the stage chooses them)")
+      ->check(CLI::Range(1, fa::step10::kMaxClusterSplits));
+  app.add_option("--json", json, "results file");
+  app.add_option("lengths", lengths, "cache lengths Nk, k suffix allowed (default 8k 16k 32k)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "step10_stream: error: %s (see --help)\n", e.what());
+    return 2;
   }
+  std::vector<std::int64_t> sizes;
+  for (const std::string& n : lengths) sizes.push_back(fa::parse_size(n, "Nk"));  // UsageError: exit 2
   if (sizes.empty()) sizes = {8192, 16384, 32768};
+  if (!json.empty()) fa::check_writable_file(json, "--json");
   if (const std::string why = fa::cuda_skip_reason(90); !why.empty()) {
     std::printf("step10_stream: skipped: %s\n", why.c_str());
     return 77;  // CTest's "skipped"
@@ -118,7 +110,7 @@ int main(int argc, char** argv) try {
   std::vector<fa::ResultRow> rows;
   bool all_equal = true;
   std::printf("%-26s %8s %12s %12s %12s\n", "variant (per step)", "Nk", "median us", "min us", "GB/s of cache");
-  for (const long nk : sizes) {
+  for (const std::int64_t nk : sizes) {
     fa::Problem p{.batch = 1, .heads = 32, .heads_kv = 8, .seq_q = 1, .seq_k = nk, .dim = 128, .dtype = fa::DType::bfloat16};
     fa::MemoryMeter meter;
     std::vector<Layer> stack;
@@ -139,8 +131,8 @@ int main(int argc, char** argv) try {
     for (int l = 0; l < layers; ++l) {
       decode(l, plain);
       FA_CUDA_CHECK(cudaDeviceSynchronize());
-      o_alone.push_back(download(stack[l].o));
-      lse_alone.push_back(download(stack[l].lse));
+      o_alone.push_back(on_host(stack[l].o));
+      lse_alone.push_back(on_host(stack[l].lse));
     }
 
     struct Case {
@@ -180,17 +172,18 @@ int main(int argc, char** argv) try {
                                 std::to_string(layers) + " (the L2 flushed before each round)"
                           : "one step alone, the L2 flushed before it (as step10_inference times it)";
       if (std::strcmp(c.variant, "cluster_merge_overlapped") == 0) {
-        // The last round's outputs against each layer launched alone, bit for bit.
+        // The last round's outputs against each layer launched alone, bit for bit (here, before the
+        // read_cache rows overwrite O with zeros).
         bool equal = true;
         for (int l = 0; l < layers; ++l)
-          equal = equal && download(stack[l].o) == o_alone[l] && download(stack[l].lse) == lse_alone[l];
+          equal = equal && on_host(stack[l].o) == o_alone[l] && on_host(stack[l].lse) == lse_alone[l];
         all_equal = all_equal && equal;
         row.verified = true;
         row.verification_ok = equal;
         row.reference = "each layer's decode_forward launched alone, bit for bit";
         row.verification = "all rows";
       }
-      std::printf("%-26s %8ld %12.2f %12.2f %12.0f  %d splits%s\n", c.variant, nk, 1e3 * row.median_ms, 1e3 * row.min_ms,
+      std::printf("%-26s %8lld %12.2f %12.2f %12.0f  %d splits%s\n", c.variant, static_cast<long long>(nk), 1e3 * row.median_ms, 1e3 * row.min_ms,
                   row.gbps, used_splits,
                   row.verified ? (row.verification_ok ? "  outputs equal the plain launches'" : "  OUTPUTS DIFFER") : "");
       rows.push_back(row);

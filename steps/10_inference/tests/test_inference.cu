@@ -85,17 +85,26 @@ void check_case(const fa::Problem& p, std::uint64_t seed, int splits, fa::InputK
 
 void skip_without_gpu() { fa::exit_skipped_below(fa::kStageMinComputeCapability); }
 
-// The kernel before a decoding step in a model: it lets the next kernel start at once (as a kernel
-// written for programmatic dependent launch does), then, after `ns` nanoseconds, writes the step's
-// Q and the newest keys and values (copied from `from`, `count` 16-byte chunks of each pair).
-__global__ void late_writer(const int4* const* from, int4* const* to, const long long* count, int pairs, long long ns) {
+// What the kernel before a decoding step writes in a model: copies of 16-byte chunks, `count[c]`
+// from `from[c]` to `to[c]` (the step's Q, and each K/V head's newest keys and values).
+struct LateWrites {
+  static constexpr int kMax = 8;
+  const int4* from[kMax];
+  int4* to[kMax];
+  long long count[kMax];
+  int copies = 0;
+};
+
+// That kernel: it lets the next kernel start at once (as a kernel written for programmatic
+// dependent launch does), then, after `ns` nanoseconds, makes its writes.
+__global__ void late_writer(const LateWrites w, long long ns) {
   fa::step10::allow_next_grid();
   long long start = 0, now = 0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   while (now - start < ns);
-  for (int p = 0; p < pairs; ++p)
-    for (long long i = threadIdx.x; i < count[p]; i += blockDim.x) to[p][i] = from[p][i];
+  for (int c = 0; c < w.copies; ++c)
+    for (long long i = threadIdx.x; i < w.count[c]; i += blockDim.x) w.to[c][i] = w.from[c][i];
 }
 
 }  // namespace
@@ -465,25 +474,18 @@ TEST_CASE("overlap_previous: a step started before the kernel ahead of it ends r
           for (std::int64_t h = 0; h < q.kv_heads(); ++h)
             for (const void* base : {i.k.data, i.v.data})
               parts.push_back({static_cast<const char*>(base) + ((h + 1) * q.seq_k - q.seq_q) * q.dim * 2, q.seq_q * q.dim * 2});
-          const int pairs = static_cast<int>(parts.size());
-          std::vector<const int4*> from;
-          std::vector<int4*> to;
-          std::vector<long long> count;
+          // Each part saved, then set to 784.0 (bytes 0x44), and written back late.
+          REQUIRE(parts.size() <= LateWrites::kMax);
+          LateWrites w;
           for (const auto& [at, bytes] : parts) {
-            void* saved = ctx.scratch("saved " + std::to_string(from.size()), static_cast<std::size_t>(bytes));
+            void* saved = ctx.scratch("saved " + std::to_string(w.copies), static_cast<std::size_t>(bytes));
             FA_CUDA_CHECK(cudaMemcpyAsync(saved, at, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice, ctx.stream));
             FA_CUDA_CHECK(cudaMemsetAsync(const_cast<void*>(at), 0x44, static_cast<std::size_t>(bytes), ctx.stream));
-            from.push_back(static_cast<const int4*>(saved));
-            to.push_back(static_cast<int4*>(const_cast<void*>(at)));
-            count.push_back(bytes / 16);
+            w.from[w.copies] = static_cast<const int4*>(saved);
+            w.to[w.copies] = static_cast<int4*>(const_cast<void*>(at));
+            w.count[w.copies++] = bytes / 16;
           }
-          auto* from_d = static_cast<const int4**>(ctx.scratch("from", pairs * sizeof(void*)));
-          auto* to_d = static_cast<int4**>(ctx.scratch("to", pairs * sizeof(void*)));
-          auto* count_d = ctx.scratch_as<long long>("count", static_cast<std::size_t>(pairs));
-          FA_CUDA_CHECK(cudaMemcpy(from_d, from.data(), pairs * sizeof(void*), cudaMemcpyHostToDevice));
-          FA_CUDA_CHECK(cudaMemcpy(to_d, to.data(), pairs * sizeof(void*), cudaMemcpyHostToDevice));
-          FA_CUDA_CHECK(cudaMemcpy(count_d, count.data(), pairs * sizeof(long long), cudaMemcpyHostToDevice));
-          late_writer<<<1, 256, 0, ctx.stream>>>(from_d, to_d, count_d, pairs, 200'000);
+          late_writer<<<1, 256, 0, ctx.stream>>>(w, 200'000);
           FA_CUDA_CHECK_LAUNCH();
           fa::step10::decode_forward(q, i, out, ctx,
                                      fa::step10::DecodeOptions{.splits = splits, .merge = merge, .overlap_previous = overlap});
