@@ -14,6 +14,8 @@
 //                             still run and copy their first tiles of old keys, and read Q only
 //                             once it has finished;
 //   read_cache_stream, read_cache_overlapped  the plain read of each cache (not attention), alike.
+// Also printed per length: how many clusters of the step's size the GPU holds at once. A step is
+// B·Hkv clusters; two steps run side by side in full only where the GPU holds both.
 // Check: every layer's O and LSE from the overlapped stream equal, bit for bit, decode_forward
 // launched alone on that layer (the stage verifies that one against float64); exit 1 if not.
 // A measuring tool: the inputs are hashed uniforms. tools/compare_decode_stream.py times PyTorch's
@@ -149,6 +151,12 @@ int main(int argc, char** argv) try {
     };
     const double cache_bytes = 2.0 * p.kv_elements() * 2;
     const int used_splits = fa::step10::plan_decode(p, splits, fa::step10::Merge::cluster).splits;
+    // Two steps overlap only where the GPU holds both grids' clusters at once: a step is B·Hkv
+    // clusters of `splits` blocks (one row tile at this shape).
+    const int capacity = fa::step10::cluster_capacity(p, used_splits);
+    const int step_clusters = static_cast<int>(p.batch * p.kv_heads());
+    std::printf("Nk %lld: a step is %d clusters of %d block%s; the GPU holds %d such clusters at once\n",
+                static_cast<long long>(nk), step_clusters, used_splits, used_splits == 1 ? "" : "s", capacity);
     for (const Case& c : cases) {
       const int steps = c.stream ? layers : 1;
       const fa::TimingStats t = fa::time_device(
@@ -167,7 +175,8 @@ int main(int argc, char** argv) try {
       row.reps = t.reps;
       row.gbps = cache_bytes / (row.median_ms * 1e-3) / 1e9;
       row.tflops = 4.0 * p.heads * p.seq_q * p.seq_k * p.dim / (row.median_ms * 1e-3) / 1e12;
-      row.note = std::to_string(used_splits) + " splits; ";
+      row.note = std::to_string(used_splits) + " splits (" + std::to_string(step_clusters) + " clusters a step, " +
+                 std::to_string(capacity) + " at once); ";
       row.note += c.stream ? "per step: a round of " + std::to_string(layers) + " layers' steps back to back, over " +
                                 std::to_string(layers) + " (the L2 flushed before each round)"
                           : "one step alone, the L2 flushed before it (as step10_inference times it)";
