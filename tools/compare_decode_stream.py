@@ -5,7 +5,7 @@ step10_stream (its steps back to back, plain and with programmatic dependent lau
 results file with this GPU's copy bandwidth.
 
     compare_decode_stream.py --exe build/steps/10_inference/step10_stream --json OUT.json
-                             [--seq-k 8k,16k,32k] [--layers 8] [--backends flash,cudnn,efficient]
+                             [--seq-k 8k,16k,32k] [--layers 32] [--backends flash,cudnn,efficient]
                              [--reps 30] [--warmup 3] [--seed 0] [--commit SHA] [--anchor-processes 3]
 
 The shape is the issue's decoding case, fixed as step10_stream fixes it: B = 1, Hq = 32, Hkv = 8,
@@ -48,7 +48,7 @@ def parse_args(argv):
     ap.add_argument("--exe", required=True, help="stage 10's step10_stream")
     ap.add_argument("--json", required=True, help="the results file to write")
     ap.add_argument("--seq-k", default="8k,16k,32k", type=cp.sizes)
-    ap.add_argument("--layers", default=8, type=int)
+    ap.add_argument("--layers", default=32, type=int)
     ap.add_argument("--backends", default="flash,cudnn,efficient")
     ap.add_argument("--reps", default=30, type=int)
     ap.add_argument("--warmup", default=3, type=int)

@@ -45,8 +45,12 @@
 // stream still runs. In a model that kernel wrote this step's Q and the newest Nq keys of the cache
 // (and any cache lengths or block table), never the older keys. So each warp copies its first
 // tiles before it waits for the previous grid when they hold only older keys of a plain cache, and
-// everything else after; it allows the next grid to start at once. Launched without the
-// attribute, the wait returns at once and the kernel is what it was.
+// everything else after. It never calls allow_next_grid(): a block that exits counts as one that
+// allowed it, so the next step's blocks start as this step's blocks leave, on the SMs they leave.
+// Allowed at the start instead, the next step's clusters took whatever slots were free, two to a GPC
+// where this step's were one to a GPC, and shared that GPC's bandwidth: in a chain of 32 steps at
+// 32k keys, 58.4 µs a step against 48.9 (docs/10_inference.md, "A step among steps"). Launched
+// without the attribute, the wait returns at once and the kernel is what it was.
 #pragma once
 
 #include <cuda/ptx>
@@ -460,10 +464,8 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
   static_assert(inbox_holds_every_cluster<C>(), "the cluster merge's inbox must hold what any cluster sends it");
   extern __shared__ __align__(128) unsigned char smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  // A step among steps (the file's header): the next grid may start now; it waits for this one to
-  // finish before it reads anything. Cache lengths and a block table may be the previous kernel's
-  // writes: with either, this grid waits before it reads them.
-  allow_next_grid();
+  // A step among steps (the file's header). Cache lengths and a block table may be the previous
+  // kernel's writes: with either, this grid waits before it reads them.
   const bool plain_cache = a.cache_lens == nullptr && a.block_table == nullptr;
   if (!plain_cache) wait_for_previous_grid();
 

@@ -117,8 +117,8 @@ fi
 if want prefill_pytorch; then
   run compare_prefill python3 tools/compare_prefill.py --exe $exe --json $out/compare_10_prefill_h100.json --commit $commit --stage-timeout 300
 fi
-# Decoding as a model runs it, one layer's step after another (8 layers, each its own cache):
-# step10_stream's steps alone, back to back and overlapped, beside SDPA with the 8 calls in one CUDA
+# Decoding as a model runs it, one layer's step after another (32 layers, each its own cache):
+# step10_stream's steps alone, back to back and overlapped, beside SDPA with the 32 calls in one CUDA
 # graph; the overlapped steps under the three sanitizers (their outputs checked bit for bit).
 if want stream; then
   stream=$b/steps/10_inference/step10_stream

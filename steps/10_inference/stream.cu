@@ -5,6 +5,9 @@
 // token through many layers, each with its own cache: here L layers of the issue's shape (B = 1,
 // Hq = 32, Hkv = 8, Nq = 1, D = 128, bf16), their steps launched back to back, the time of a round of
 // L steps over L (the L2 flushed before each round; L caches of 32 MiB or more do not fit it).
+// 32 layers by default: a model with this head layout (Llama 3 8B, for one) has 32. Short chains
+// flatter the overlap: at 8 layers the first step of a round starts cold and the GPU's placement of
+// the steps' clusters has not yet drifted (docs/10_inference.md, "A step among steps").
 //
 // Rows, per cache length:
 //   cluster_merge_alone       one step timed alone, as step10_inference times split_kv_cluster_merge;
@@ -22,7 +25,7 @@
 // SDPA the same way (L calls captured in one CUDA graph) beside it.
 //
 //   build/steps/10_inference/step10_stream [--layers L] [--reps R] [--splits S] [--json FILE] [Nk ...]
-// (default: 8 layers, 30 rounds, the splits chosen as the stage chooses them, Nk = 8k 16k 32k)
+// (default: 32 layers, 30 rounds, the splits chosen as the stage chooses them, Nk = 8k 16k 32k)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -78,12 +81,12 @@ std::vector<U> on_host(const fa::DeviceBuffer<U>& b) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  int layers = 8, reps = 30, splits = 0;
+  int layers = 32, reps = 30, splits = 0;
   std::string json;
   std::vector<std::string> lengths;
   CLI::App app{"step10_stream: decoding steps back to back, alone and overlapped (programmatic dependent launch),\n"
                "beside the plain read of the cache (the header of steps/10_inference/stream.cu says more)"};
-  app.add_option("--layers", layers, "layers, each with its own Q, cache and outputs (default 8)")->check(CLI::Range(1, 64));
+  app.add_option("--layers", layers, "layers, each with its own Q, cache and outputs (default 32)")->check(CLI::Range(1, 64));
   app.add_option("--reps", reps, "timed rounds (default 30)")->check(CLI::Range(1, 10000));
   app.add_option("--splits", splits, "key chunks (default: chosen as the stage chooses them)")
       ->check(CLI::Range(1, fa::step10::kMaxClusterSplits));
