@@ -13,9 +13,9 @@
 //   cluster_merge_alone       one step timed alone, as step10_inference times split_kv_cluster_merge;
 //   cluster_merge_stream      L steps back to back, each launched when the one before has finished;
 //   cluster_merge_overlapped  the same with programmatic dependent launch (DecodeOptions::
-//                             overlap_previous): a step's blocks start while the previous step's
-//                             still run and copy their first tiles of old keys, and read Q only
-//                             once it has finished;
+//                             overlap_previous): a step's blocks start as the previous step's
+//                             blocks exit, copy their first tiles of old keys, and read Q only
+//                             once the previous step has finished;
 //   read_cache_stream, read_cache_overlapped  the plain read of each cache (not attention), alike.
 // Also printed per length: how many clusters of the step's size the GPU holds at once. A step is
 // B·Hkv clusters; two steps run side by side in full only where the GPU holds both.
