@@ -1,7 +1,7 @@
 // grid_dependency.cuh — programmatic dependent launch (PDL, compute capability 9.0): a kernel that
 // may start before the kernel ahead of it in the stream has finished. Stage 10's decoding kernel
-// (decode_kernel.cuh) and read_cache use it: a step of a few microseconds pays a launch and a ramp
-// that a stream of steps can overlap (docs/10_inference.md, "A step among steps"). Kept beside the
+// (decode_kernel.cuh: the wait only) and read_cache (both) use it: a step of a few microseconds pays
+// a launch and a ramp that a stream of steps can overlap (docs/10_inference.md, "A step among steps"). Kept beside the
 // stage that teaches it; once the stage is done it may move to fa/cuda/ptx/ (its README says when).
 //
 // A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization = 1 may begin once every
@@ -13,6 +13,9 @@
 //                             attribute, or with nothing before it);
 //   allow_next_grid()         griddepcontrol.launch_dependents: this block no longer holds back the
 //                             launch of the next grid; it orders nothing (the next grid's wait does).
+//                             Where a kernel calls it decides where the next grid's blocks land:
+//                             the decoding kernel never does, because a next step started early put
+//                             its clusters two to a GPC (decode_kernel.cuh's header).
 // Whatever a kernel does before its wait must touch only memory that no earlier kernel in the stream
 // writes (stage 10: the old keys of the cache). Below compute capability 9.0 both are no-ops and
 // the host never sets the attribute.

@@ -6,8 +6,9 @@
 // Hq = 32, Hkv = 8, Nq = 1, D = 128, bf16), their steps launched back to back, the time of a round of
 // L steps over L (the L2 flushed before each round; L caches of 32 MiB or more do not fit it).
 // 32 layers by default: a model with this head layout (Llama 3 8B, for one) has 32. Short chains
-// flatter the overlap: at 8 layers the first step of a round starts cold and the GPU's placement of
-// the steps' clusters has not yet drifted (docs/10_inference.md, "A step among steps").
+// flattered an early start of the next step: it was the fastest over 8 layers and the slowest over
+// 32, where the steps' clusters were measured two to a GPC (docs/10_inference.md, "Where the next
+// step may start").
 //
 // Rows, per cache length:
 //   cluster_merge_alone       one step timed alone, as step10_inference times split_kv_cluster_merge;
