@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """compare_decode.py — decoding (a few queries against a long K/V cache with grouped heads): PyTorch's
 SDPA backends with enable_gqa=True and this GPU's copy bandwidth, measured, as rows of one results
-file beside stage 10's executable.
+file beside stage 11's executable.
 
-    compare_decode.py --exe build/steps/10_inference/step10_inference --json OUT.json
+    compare_decode.py --exe build/steps/11_decoding/step11_decoding --json OUT.json
                       [--batch 1,16] [--seq-k 8k,16k,32k,128k] [--seq-q 1] [--heads 32] [--heads-kv 8]
                       [--dim 128] [--dtype bfloat16] [--backends flash,cudnn,efficient]
                       [--reps 50] [--warmup 5] [--seed 0] [--commit SHA] [--check-seq-k 8k]
@@ -16,7 +16,7 @@ Per case (every batch × every cache length), in one run:
     SDPA's only the first). Rows "stage": "anchor", "variant": "sdpa_<backend>"; a backend that
     refuses the case is a `skipped` row with its reason. PyTorch's decode times depend on the
     process (cuDNN's at 8k keys took about 22 or about 37 us on one H100, steady within a process:
-    docs/results/step10_push_h100/send16_and_anchor_spread.txt), so each anchor is timed again in
+    docs/results/step11_push_h100/send16_and_anchor_spread.txt), so each anchor is timed again in
     --anchor-processes − 1 fresh processes of this script (--anchors-only, the same inputs) and its
     row keeps the fastest process's median (every process's in "process_medians_ms"; min_ms and
     max_ms over all of them): the comparison is against PyTorch at its best.
@@ -32,7 +32,7 @@ Bytes: K and V read once, B·Hkv·Nk·D·2 elements: each row gets "cache_gbps" 
 median) and "of_copy" (that rate over the copy bandwidth below).
 The copy bandwidth, in the file's header ("copy_bandwidth"): dst.copy_(src) of 1 GiB on the device,
 counted as read + write (2 GiB per copy), the median of --reps; the floor of a decoding step's time
-is the cache's bytes over it (docs/10_inference.md, the roofline).
+is the cache's bytes over it (docs/11_decoding.md, the roofline).
 Cross-check: for the cases with Nk = --check-seq-k and B = 1, the stage also runs on PyTorch's inputs
 (--load, --save) and its O must match PyTorch's and a float64 reference by the course's tolerance
 rule (compare_pytorch.py's), else the run fails.
@@ -58,11 +58,11 @@ PROG = "compare_decode.py"
 
 
 def stage10_parser(prog, description, backends, reps, warmup):
-    """The options this script and compare_prefill.py share: stage 10's executable and the results
+    """The options this script and compare_prefill.py share: stage 11's executable and the results
     file, the heads, D and dtype, PyTorch's backends, the timing, the seed, the commit and the stage's
     time limit (each script adds its shapes)."""
     ap = cp.OneLineParser(prog=prog, description=description + " (the file's docstring says it all)")
-    ap.add_argument("--exe", required=True, help="stage 10's executable")
+    ap.add_argument("--exe", required=True, help="stage 11's executable")
     ap.add_argument("--json", required=True, help="the results file to write")
     ap.add_argument("--heads", default=32, type=int)
     ap.add_argument("--heads-kv", default=8, type=int)
@@ -86,7 +86,7 @@ def parsed(ap, argv):
 
 
 def parse_args(argv):
-    ap = stage10_parser(PROG, "decoding: SDPA with enable_gqa=True and the copy bandwidth beside stage 10",
+    ap = stage10_parser(PROG, "decoding: SDPA with enable_gqa=True and the copy bandwidth beside stage 11",
                         backends="flash,cudnn,efficient", reps=50, warmup=5)
     ap.add_argument("--batch", default="1,16", type=cp.sizes)
     ap.add_argument("--seq-k", default="8k,16k,32k,128k", type=cp.sizes)
@@ -268,7 +268,7 @@ def anchors_elsewhere(args, b, nk):
 
 
 def start(prog, parse, argv):
-    """What every comparison of stage 10 does first: argv parsed by `parse` and the GPU set up.
+    """What every comparison of stage 11 does first: argv parsed by `parse` and the GPU set up.
     Returns (args, gpu), or (None, 2) after one line on stderr (bad usage, no PyTorch, no GPU)."""
     try:
         args = parse(argv)
@@ -358,7 +358,7 @@ def main(argv=None):
                 for row in stage_rows:
                     add_rates(row, copy_gbps)
                     rows.append(row)
-                    if row.get("status") == "ok" and row.get("stage") == "10" and best:
+                    if row.get("status") == "ok" and row.get("stage") == "11" and best:
                         row["vs_best_sdpa"] = best["median_ms"] / row["median_ms"]
                         row["best_sdpa"] = best["variant"]
                         note("%s: 10 %-9s %.4f ms, %.0f GB/s of cache (%.0f %% of copy), %.2fx %s" % (
@@ -379,7 +379,7 @@ def main(argv=None):
                                    "(allowed %.3g + %.3g·|ref|)" % (name, "ok" if ok else "FAILED", verdict["max_abs"],
                                                                    verdict["atol"], verdict["rtol"]))
                     for row in stage_rows:  # the rows it verified (not read_cache: no attention)
-                        if row.get("stage") == "10" and row.get("status") == "ok" and row.get("verified"):
+                        if row.get("stage") == "11" and row.get("status") == "ok" and row.get("verified"):
                             row["vs_pytorch"] = cp.json_safe({"ok": ok, "max_abs": verdict["max_abs"],
                                                               "atol": verdict["atol"], "rtol": verdict["rtol"]})
             finally:
@@ -389,7 +389,7 @@ def main(argv=None):
             write()
 
     write()
-    return finish(PROG, "stage 10 against the best SDPA backend and the copy bandwidth (%.0f GB/s)" % copy_gbps, summary,
+    return finish(PROG, "stage 11 against the best SDPA backend and the copy bandwidth (%.0f GB/s)" % copy_gbps, summary,
                   rows, args.json, failures, "stage run(s) failed or disagreed with the reference")
 
 

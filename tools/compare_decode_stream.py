@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """compare_decode_stream.py — decoding steps as a model runs them, one layer after another: PyTorch's
-SDPA backends (enable_gqa=True) with L layers' calls captured in one CUDA graph, beside stage 10's
-step10_stream (its steps back to back, plain and with programmatic dependent launch), as rows of one
+SDPA backends (enable_gqa=True) with L layers' calls captured in one CUDA graph, beside stage 11's
+step11_stream (its steps back to back, plain and with programmatic dependent launch), as rows of one
 results file with this GPU's copy bandwidth.
 
-    compare_decode_stream.py --exe build/steps/10_inference/step10_stream --json OUT.json
+    compare_decode_stream.py --exe build/steps/11_decoding/step11_stream --json OUT.json
                              [--seq-k 8k,16k,32k] [--layers 32] [--backends flash,cudnn,efficient]
                              [--reps 30] [--warmup 3] [--seed 0] [--commit SHA] [--anchor-processes 3]
 
-The shape is the issue's decoding case, fixed as step10_stream fixes it: B = 1, Hq = 32, Hkv = 8,
+The shape is the issue's decoding case, fixed as step11_stream fixes it: B = 1, Hq = 32, Hkv = 8,
 Nq = 1, D = 128, bf16. Per cache length, in one run:
   * the anchors, two ways per backend: "sdpa_<backend>" one call timed alone as compare_decode.py
     times it (the L2 flushed, CUDA events around the call), and "sdpa_<backend>_graph": the calls of
@@ -18,7 +18,7 @@ Nq = 1, D = 128, bf16. Per cache length, in one run:
     processes and keeps the fastest process's median.
   * the stage: EXE --layers L --reps R --json FILE Nk, its rows merged unchanged:
     cluster_merge_alone, cluster_merge_stream, cluster_merge_overlapped, read_cache_stream,
-    read_cache_overlapped (steps/10_inference/stream.cu says what each is; it checks the overlapped
+    read_cache_overlapped (steps/11_decoding/stream.cu says what each is; it checks the overlapped
     steps' outputs bit for bit against the steps launched alone, and exits 1 otherwise).
 Each row gets "cache_gbps" (K and V read once over its median) and "of_copy" (over the copy bandwidth,
 dst.copy_(src) of 1 GiB counted as read + write), and the stage's rows "vs_best_sdpa": the fastest
@@ -44,8 +44,8 @@ SHAPE = {"heads": 32, "heads_kv": 8, "dim": 128, "dtype": "bfloat16", "seq_q": 1
 
 def parse_args(argv):
     ap = cp.OneLineParser(prog=PROG, description="decoding steps back to back: SDPA in a CUDA graph beside "
-                                                 "step10_stream (the file's docstring says it all)")
-    ap.add_argument("--exe", required=True, help="stage 10's step10_stream")
+                                                 "step11_stream (the file's docstring says it all)")
+    ap.add_argument("--exe", required=True, help="stage 11's step11_stream")
     ap.add_argument("--json", required=True, help="the results file to write")
     ap.add_argument("--seq-k", default="8k,16k,32k", type=cp.sizes)
     ap.add_argument("--layers", default=32, type=int)
@@ -200,7 +200,7 @@ def main(argv=None):
             code, output, stage_rows = cd.stage_results(args, cmd, json_path)
             if code != 0 or not stage_rows:
                 failures += 1
-                note("%s: step10_stream FAILED (exit %s)\n%s" % (name, code, cp.tail(output)))
+                note("%s: step11_stream FAILED (exit %s)\n%s" % (name, code, cp.tail(output)))
             for row in stage_rows:
                 cd.add_rates(row, copy_gbps)
                 rows.append(row)
@@ -216,7 +216,7 @@ def main(argv=None):
         write()
 
     write()
-    return cd.finish(PROG, "decoding steps back to back: stage 10 against SDPA in a CUDA graph (copy %.0f GB/s)" % copy_gbps,
+    return cd.finish(PROG, "decoding steps back to back: stage 11 against SDPA in a CUDA graph (copy %.0f GB/s)" % copy_gbps,
                      summary, rows, args.json, failures, "check(s) failed")
 
 

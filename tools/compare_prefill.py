@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """compare_prefill.py — a prompt's first pass with grouped heads, alone and as a packed batch of
-different lengths: PyTorch beside stage 10's executable, as rows of one results file.
+different lengths: PyTorch beside stage 11's executable, as rows of one results file.
 
-    compare_prefill.py --exe build/steps/10_inference/step10_inference --json OUT.json
+    compare_prefill.py --exe build/steps/11_decoding/step11_decoding --json OUT.json
                        [--seq 4k,16k] [--seq-lens 1k,2k,3k,4k,6k,8k,12k,16k] [--heads 32] [--heads-kv 8]
                        [--dim 128] [--dtype bfloat16] [--causal both|yes|no] [--backends flash,cudnn]
                        [--reps 20] [--warmup 3] [--seed 0] [--commit SHA]
@@ -232,7 +232,7 @@ def main(argv=None):
             print("%-22s %s: %s" % (r["variant"], name, "%.3f ms, %.0f TFLOP/s" % (r["median_ms"], r["tflops"])
                                      if r["status"] == "ok" else r["status"] + " " + r["note"][:100]), flush=True)
         for r in stage_rows:
-            if r.get("status") == "ok" and r.get("stage") == "10" and best:
+            if r.get("status") == "ok" and r.get("stage") == "11" and best:
                 r["vs_best_anchor"] = best["median_ms"] / r["median_ms"]
                 r["best_anchor"] = best["variant"]
                 note("%s: 10 %-17s %.3f ms, %.0f TFLOP/s, %.2fx %s" % (name, r["variant"], r["median_ms"], r["tflops"],
@@ -323,7 +323,7 @@ def main(argv=None):
         write()
 
     write()
-    return cd.finish(PROG, "stage 10's prefill against PyTorch", summary, rows, args.json, failures,
+    return cd.finish(PROG, "stage 11's prefill against PyTorch", summary, rows, args.json, failures,
                      "stage run(s) failed or anchors disagreed")
 
 

@@ -13,7 +13,7 @@ Modes:
                  parse and hold the fields of the course design; with --stage ID, every row of
                  stage ID must have status ok and a verification that ran and passed, except the
                  rows marked "comparison": true (measured beside the stage, never verified, such as
-                 stage 10's read_cache). A comparison row must not say it was verified, and a row of
+                 stage 11's read_cache). A comparison row must not say it was verified, and a row of
                  another stage must be a comparison (files from before the field: not checked).
   npy-roundtrip  write q.npy (float32), k.npy (float16) and v.npy (float32) into a temporary
                  folder, run the command with --load DIR --save DIR2 --json FILE, and check o.npy
@@ -338,14 +338,14 @@ def print_output(proc):
 
 def self_test():
     """check_json on made-up results files: what it must accept and what it must refuse."""
-    ours = {"stage": "10", "variant": "split_kv", "pass": "fwd", "device": "test", "cuda_runtime": "",
+    ours = {"stage": "11", "variant": "split_kv", "pass": "fwd", "device": "test", "cuda_runtime": "",
             "cuda_driver": "", "git_commit": "", "batch": 1, "heads": 2, "heads_kv": 2, "seq_q": 1,
             "seq_k": 8, "dim": 8, "dtype": "bfloat16", "causal": False, "status": "ok", "median_ms": 0.01,
             "tflops": 0.1, "gbps": 1.0, "peak_bytes": 100, "extra_bytes": 0, "driver_bytes": None,
             "reference": "float64 (all rows)", "verified": True, "verification_ok": True,
             "max_abs_error": 1e-3, "max_rel_error": 1e-2, "rel_error": 1e-3, "error_vs_plain": 1.0,
             "comparison": False}
-    # stage 10's read_cache: the stage's own number, measured, never verified
+    # stage 11's read_cache: the stage's own number, measured, never verified
     plain_read = dict(ours, variant="read_cache", reference="", verified=False, verification_ok=None,
                       max_abs_error=None, max_rel_error=None, rel_error=None, error_vs_plain=None,
                       comparison=True)
@@ -364,10 +364,10 @@ def self_test():
         for name, rows, accept in cases:
             path = os.path.join(folder, "results.json")
             with open(path, "w") as f:
-                json.dump({"schema": "flash-course-results/2", "stage": "10", "command": "test", "date": "",
+                json.dump({"schema": "flash-course-results/2", "stage": "11", "command": "test", "date": "",
                            "git_commit": "", "device": "test", "results": rows}, f)
             try:
-                check_json(path, "10")
+                check_json(path, "11")
                 accepted = True
             except CheckFailed:
                 accepted = False

@@ -318,7 +318,7 @@ class Usage(UsageChecks, unittest.TestCase):
 
 
 class DecodeUsage(UsageChecks, unittest.TestCase):
-    """compare_decode.py (stage 10's comparison) shares this file's helpers: its usage errors."""
+    """compare_decode.py (stage 11's comparison) shares this file's helpers: its usage errors."""
 
     @staticmethod
     def main(argv):

@@ -82,7 +82,7 @@ StageCli::StageCli(CliSpec spec) : spec_(std::move(spec)), app_(std::make_unique
   a.add_option("--seq", seq_, "one length N for queries and keys (instead of a sweep)")->type_name("N")->group("problem");
   a.add_option("--seq-q", seq_q_, "query length Nq")->type_name("N")->group("problem");
   a.add_option("--seq-k", seq_k_, "key length Nk")->type_name("N")->group("problem");
-  a.add_option("--seq-lens", seq_lens_, "a packed variable-length batch: L1,L2,... (stage 10)")->type_name("LIST")->group("problem");
+  a.add_option("--seq-lens", seq_lens_, "a packed variable-length batch: L1,L2,... (stage 11)")->type_name("LIST")->group("problem");
   size_option("--dim", p.dim,
               "head dimension D (default " + std::to_string(p.dim) + (dims.empty() ? "" : "; supported: " + dims) + ")");
   a.add_flag("--causal", p.causal, "query i sees key j iff j <= i + (Nk - Nq)")->group("problem");
@@ -132,7 +132,7 @@ void StageCli::finish() {
   Problem& p = o.problem;
   p.dtype = parse_dtype(dtype_);
   o.inputs = parse_input_kind(inputs_);
-  // A stage's default Hkv (stage 10: 32 query heads on 8) goes with its default Hq: --heads alone
+  // A stage's default Hkv (stage 11: 32 query heads on 8) goes with its default Hq: --heads alone
   // means that many heads of their own, as the help says.
   if (app_->count("--heads") > 0 && app_->count("--heads-kv") == 0) p.heads_kv = 0;
   if (o.reps < 0 || o.reps > 100000) throw UsageError("--reps must be in 1..100000");
@@ -148,7 +148,7 @@ void StageCli::finish() {
   if (!sweep.empty() && seq) throw UsageError("give either --seq or --sweep, not both");
   if (seq) seq_q = seq_k = seq;
 
-  // A decoding stage's Nq (stage 10: one new query against the cache) when only keys are given.
+  // A decoding stage's Nq (stage 11: one new query against the cache) when only keys are given.
   const std::int64_t dq = spec_.default_seq_q;
   o.sizes.clear();
   if (!seq_lens_.empty()) {  // a packed batch: one case, its lengths given

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""draw_decode_roofline.py — chapter 10's decode roofline: the time of one decoding step against the
+"""draw_decode_roofline.py — chapter 11's decode roofline: the time of one decoding step against the
 cache's length, beside the floor that memory sets (the cache's bytes over the copy bandwidth measured
-in the same run) and a plain read of the cache (stage 10's read_cache row, where the file has one),
+in the same run) and a plain read of the cache (stage 11's read_cache row, where the file has one),
 from a results file of tools/compare_decode.py.
 
     draw_decode_roofline.py [RESULTS.json] [--out DIR]
 
-Default input: docs/results/compare_10_decode_h100.json; output DIR/10_decode_roofline.png (default
-DIR: docs/figures). One panel per batch size in the file: stage 10's rows (split_kv and two of its
+Default input: docs/results/compare_11_decode_h100.json; output DIR/10_decode_roofline.png (default
+DIR: docs/figures). One panel per batch size in the file: stage 11's rows (split_kv and two of its
 merges, one_split, read_cache) and PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log;
 the floor is K and V read once, 2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one
 line on a file that is not such a results file.
@@ -19,10 +19,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STYLE = {  # variant: (label, colour, marker)
-    "split_kv": ("stage 10 split_kv (a warp per row merges)", "C0", "o"),
-    "split_kv_block_merge": ("stage 10 split_kv_block_merge", "C4", "^"),
-    "split_kv_cluster_merge": ("stage 10 split_kv_cluster_merge (Hopper)", "C3", "*"),
-    "one_split": ("stage 10 one_split (no split)", "C1", "v"),
+    "split_kv": ("stage 11 split_kv (a warp per row merges)", "C0", "o"),
+    "split_kv_block_merge": ("stage 11 split_kv_block_merge", "C4", "^"),
+    "split_kv_cluster_merge": ("stage 11 split_kv_cluster_merge (Hopper)", "C3", "*"),
+    "one_split": ("stage 11 one_split (no split)", "C1", "v"),
     "read_cache": ("read_cache: the cache read once, no attention", "C9", "x"),
     "sdpa_flash": ("PyTorch FA2 (sdpa_flash)", "0.0", "s"),
     "sdpa_cudnn": ("cuDNN (sdpa_cudnn)", "0.45", "D"),
@@ -47,7 +47,7 @@ def cache_bytes(r) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", type=Path, nargs="?", default=HERE.parent / "results" / "compare_10_decode_h100.json")
+    parser.add_argument("results", type=Path, nargs="?", default=HERE.parent / "results" / "compare_11_decode_h100.json")
     parser.add_argument("--out", type=Path, default=HERE.parent / "figures")
     args = parser.parse_args(argv)
     try:

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""draw_ring_schedule.py — chapter 11's ring drawn on the attention matrix: which GPU computes each
+"""draw_ring_schedule.py — chapter 13's ring drawn on the attention matrix: which GPU computes each
 block of (query chunk, key chunk), and at which step of the ring its keys arrive there, for the
 contiguous and the zigzag split of a causal sequence. Drawn from the schedule (counted, not
-measured), the same rules as steps/11_ring_attention/ring_schedule.cpp.
+measured), the same rules as steps/13_ring_attention/ring_schedule.cpp.
 
     draw_ring_schedule.py [--gpus 4] [--out DIR]        DIR/11_ring_schedule.png (default DIR: docs/figures)
     draw_ring_schedule.py --check EXE                   compare this file's schedule with the table that
-                                                        EXE (step11_ring_schedule) prints; exit 1 if they differ
+                                                        EXE (step13_ring_schedule) prints; exit 1 if they differ
 
 The matrix is cut into 2P × 2P chunks (contiguous: each GPU's chunk is two of them). A cell is
 coloured by the GPU that computes it (the one holding its queries) and labelled with the step at
@@ -166,7 +166,7 @@ def draw(gpus, out):
     handles = [Rectangle((0, 0), 1, 1, facecolor=colours[r], alpha=0.85) for r in range(gpus)]
     fig.legend(handles, [f"GPU {r}" for r in range(gpus)], loc="lower center", ncol=gpus, fontsize=9)
     fig.suptitle(f"Causal ring attention on {gpus} GPUs: who computes each block, and at which step its keys "
-                 f"arrive (the number)\ncounted from the schedule (steps/11_ring_attention/ring_schedule.cpp), "
+                 f"arrive (the number)\ncounted from the schedule (steps/13_ring_attention/ring_schedule.cpp), "
                  f"not measured", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 0.92))
     out.mkdir(parents=True, exist_ok=True)

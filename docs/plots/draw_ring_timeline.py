@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""draw_ring_timeline.py — chapter 11's ring as it ran: for each rank, when each step's attention
+"""draw_ring_timeline.py — chapter 13's ring as it ran: for each rank, when each step's attention
 (the compute stream) and each hop of the K/V blocks (and, backward, of dK/dV) ran, from a file of
-`step11_ring_attention --timeline FILE`.
+`step13_ring_attention --timeline FILE`.
 
     draw_ring_timeline.py TIMELINE.json [TIMELINE.json ...] [--out PNG]
     draw_ring_timeline.py --self-test
@@ -28,7 +28,7 @@ def load(path: Path) -> dict:
         raise SystemExit(f"draw_ring_timeline.py: cannot read {path}: {e}")
     missing = [f for f in FIELDS if f not in doc] if isinstance(doc, dict) else list(FIELDS)
     if missing:
-        raise SystemExit(f"draw_ring_timeline.py: {path} is not a step11_ring_attention --timeline file "
+        raise SystemExit(f"draw_ring_timeline.py: {path} is not a step13_ring_attention --timeline file "
                          f"(missing {', '.join(missing)})")
     for s in doc["spans"]:
         if not all(k in s for k in ("rank", "lane", "what", "step", "start_ms", "end_ms")):
@@ -57,7 +57,7 @@ def draw_panel(ax, doc: dict):
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     hops = "overlapped" if doc["overlap"] else "after each step"
-    ax.set_title(f"stage 11 ring, {doc['pass']}: {gpus} GPUs ({doc['device']}), {doc['split']} split, hops {hops}; "
+    ax.set_title(f"stage 13 ring, {doc['pass']}: {gpus} GPUs ({doc['device']}), {doc['split']} split, hops {hops}; "
                  f"N = {doc['seq']}, H = {doc['heads']}, D = {doc['dim']}, {doc['dtype']}"
                  f"{', causal' if doc['causal'] else ''}", fontsize=9)
 
@@ -99,7 +99,7 @@ def self_test() -> int:
             load(bad)
             ok = False
         except SystemExit as e:
-            ok = ok and "not a step11_ring_attention --timeline file" in str(e)
+            ok = ok and "not a step13_ring_attention --timeline file" in str(e)
     print("draw_ring_timeline self-test:", "ok" if ok else "FAILED")
     return 0 if ok else 1
 
@@ -113,7 +113,7 @@ def main() -> int:
     if args.self_test:
         return self_test()
     if not args.timeline:
-        print("draw_ring_timeline.py: give a timeline file (step11_ring_attention --timeline FILE)", file=sys.stderr)
+        print("draw_ring_timeline.py: give a timeline file (step13_ring_attention --timeline FILE)", file=sys.stderr)
         return 2
     try:
         docs = [load(t) for t in args.timeline]

@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
-"""fit_decode_floor.py — a decoding step's time as a fixed cost plus a rate: chapter 10's "the floor,
+"""fit_decode_floor.py — a decoding step's time as a fixed cost plus a rate: chapter 11's "the floor,
 in two numbers".
 
     fit_decode_floor.py RESULTS.json [RESULTS.json ...] [--from 8k] [--copy-gbps 3029] [--plot OUT.png]
     fit_decode_floor.py --self-test
 
-RESULTS are stage 10 files of one shape swept over the cache's length (rounds of the same run,
-e.g. `step10_inference --variant split_kv_cluster_merge --sweep 1,256,...,128k --json`). For each
-stage 10 variant with `ok` rows (stage 07's comparison on repeated heads is left out: it does not
+RESULTS are stage 11 files of one shape swept over the cache's length (rounds of the same run,
+e.g. `step11_decoding --variant split_kv_cluster_merge --sweep 1,256,...,128k --json`). For each
+stage 11 variant with `ok` rows (stage 07's comparison on repeated heads is left out: it does not
 read the cache once): the median over the files of each length's median_ms, then the least-squares
 line  time = t0 + bytes / rate  over the lengths >= --from, where bytes = K and V read once
 (2·B·Hkv·Nk·D·element size). t0 is what a step costs beyond moving its bytes (the launch, the first
 and last trips to memory, the merge); rate is what each further byte costs. With --copy-gbps, also
 the fixed cost a step may have and still read the cache at 75 % of that copy rate at each length.
---plot draws chapter 10's figure of it (matplotlib): time against the cache's MiB up to --plot-to
+--plot draws chapter 11's figure of it (matplotlib): time against the cache's MiB up to --plot-to
 (default 64 MiB), each variant's medians and fitted line, and with --copy-gbps the time that is 75 %
 of the copy rate. Otherwise standard library only. Exit 2 with one line on bad input.
 """
@@ -101,7 +101,7 @@ def medians(docs):
     times = {}
     for doc in docs:
         for r in doc.get("results", []):
-            if r.get("status") == "ok" and r.get("median_ms") is not None and r.get("stage") == "10":
+            if r.get("status") == "ok" and r.get("median_ms") is not None and r.get("stage") == "11":
                 key = (r["variant"], r["seq_k"])
                 times.setdefault(key, (cache_bytes(r), []))[1].append(r["median_ms"])
     out = {}
@@ -137,7 +137,7 @@ def self_test():
     # Made-up rows on an exact line (t0 = 4 us, 3000 GB/s) must give it back.
     rows = []
     for nk in (8192, 16384, 32768):
-        r = {"status": "ok", "stage": "10", "variant": "v", "batch": 1, "heads": 32, "heads_kv": 8, "seq_k": nk, "dim": 128,
+        r = {"status": "ok", "stage": "11", "variant": "v", "batch": 1, "heads": 32, "heads_kv": 8, "seq_k": nk, "dim": 128,
              "dtype": "bfloat16"}
         r["median_ms"] = (4e-6 + cache_bytes(r) / 3000e9) * 1e3
         rows.append(r)
@@ -170,7 +170,7 @@ def main(argv):
     try:
         lines = report(docs, start, args.copy_gbps)
     except (KeyError, TypeError, AttributeError) as e:
-        print("fit_decode_floor.py: error: not a stage 10 results file (a row without %s)" % e, file=sys.stderr)
+        print("fit_decode_floor.py: error: not a stage 11 results file (a row without %s)" % e, file=sys.stderr)
         return 2
     if not lines:
         print("fit_decode_floor.py: error: no ok rows with median_ms in %s" % ", ".join(args.files), file=sys.stderr)

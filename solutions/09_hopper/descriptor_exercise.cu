@@ -50,8 +50,8 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "07_tensor_cores/tile_ops.cuh"
-#include "09_hopper/wgmma.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
+#include "fa/cuda/hopper/wgmma.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device_buffer.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
@@ -105,14 +105,14 @@ __device__ __forceinline__ std::uint64_t mn_major_step(std::uint32_t tile, int s
 // ---- the test kernel: nothing to write below --------------------------------------------------
 
 using T = __nv_bfloat16;
-namespace s9 = fa::step09;  // the instructions (wgmma_ss, wgmma_rs, fence, commit, wait)
+namespace s9 = fa::hopper;  // the wgmma wrappers (common/cuda/include/fa/cuda/hopper/wgmma.cuh)  // the instructions (wgmma_ss, wgmma_rs, fence, commit, wait)
 
 // One warpgroup: A (64 × K) and B into swizzled tiles by plain stores, then D = A·B over K/16
 // k-steps with your descriptors. kRs: A from registers (ldmatrix); kTransB: B MN-major.
 template <int N, int K, bool kRs, int kTransB>
 __global__ void __launch_bounds__(128) product_kernel(const T* a, const T* b, float* d) {
-  using ATile = step07::SwizzledTile<64, K>;
-  using BTile = std::conditional_t<kTransB == 1, step07::SwizzledTile<K, N>, step07::SwizzledTile<N, K>>;
+  using ATile = tc::SwizzledTile<64, K>;
+  using BTile = std::conditional_t<kTransB == 1, tc::SwizzledTile<K, N>, tc::SwizzledTile<N, K>>;
   __shared__ __align__(1024) T a_s[ATile::kElements];
   __shared__ __align__(1024) T b_s[BTile::kElements];
   constexpr int kBRows = kTransB == 1 ? K : N, kBCols = kTransB == 1 ? N : K;
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(128) product_kernel(const T* a, const T* b, fl
   if constexpr (kRs) {
     const std::uint32_t base = a_addr + sizeof(T) * ((lane % 16) * 64 + ((lane / 16) ^ (lane % 8)) * 8);
 #pragma unroll
-    for (int s = 0; s < kSteps; ++s) ptx::ldmatrix_x4(a_frag[s], step07::swizzled_at<T>(base, s, warp, 64));
+    for (int s = 0; s < kSteps; ++s) ptx::ldmatrix_x4(a_frag[s], tc::swizzled_at<T>(base, s, warp, 64));
   }
   // Your descriptors, every k-step (probe_kernel has made sure that no hole is left).
   std::uint64_t desc_a[kSteps], desc_b[kSteps];

@@ -32,13 +32,14 @@
 
 #include <cstdint>
 
-#include "07_tensor_cores/fragment_softmax.cuh"
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/fragment_softmax.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
 namespace fa::step07 {
+using namespace tc;  // the tile and fragment building blocks (common/cuda/include/fa/cuda/tc/)
 
 // The tile shape of one instantiation: head dim D, kWarps warps of 16·kMT query rows each, Bc keys
 // per K/V tile, and at least kMinBlocks blocks per SM (the register budget: __launch_bounds__).

@@ -11,15 +11,16 @@
 // Known limits: mma.sync is Ampere's instruction; on the H100 cuDNN's wgmma kernels run 1.3-1.7x
 // faster at N >= 4k (docs/results/compare_07_h100.json, where the stage leads PyTorch's
 // FlashAttention-2 by 5-22 %; Hopper's instructions: stage 09). Forward only (stage 08), no
-// grouped heads or packed batches (stage 10).
+// grouped heads or packed batches (stage 11).
 #include "07_tensor_cores/tensor_cores.cuh"
 
 #include "07_tensor_cores/flash_tc_kernel.cuh"
-#include "07_tensor_cores/launch.cuh"
+#include "fa/cuda/tc/launch.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/stage_arch.cuh"
 
 namespace fa::step07 {
+using namespace tc;  // the tile and fragment building blocks (common/cuda/include/fa/cuda/tc/)
 
 namespace {
 

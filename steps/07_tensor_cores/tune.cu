@@ -19,6 +19,7 @@
 namespace {
 
 using namespace fa::step07;
+using namespace fa::tc;
 using T = __nv_bfloat16;
 
 template <class C>

@@ -48,7 +48,7 @@
 
 #include <cstdint>
 
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "08_tensor_core_backward/fragment_gradient.cuh"
 #include "fa/cuda/ptx/barrier.cuh"
 #include "fa/cuda/ptx/cp_async.cuh"
@@ -57,8 +57,8 @@
 
 namespace fa::step08 {
 
-using step07::SwizzledTile;
-using step07::swizzled_at;  // the ldmatrix address of a step of a swizzled tile
+using tc::SwizzledTile;
+using tc::swizzled_at;  // the ldmatrix address of a step of a swizzled tile
 
 // One launch: [B·H, N, D] tensors (T = __half or __nv_bfloat16), contiguous.
 template <class T>
@@ -230,13 +230,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
   float(&dk)[KM][DT][4] = accumulators[S == 2 ? 0 : 1];
 
   if (qt.begin < qt.end) {
-    step07::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tile, k, j0, a.seq_k);
-    step07::load_tile_async<KVTile, Bc, D, C::kThreads>(v_tile, v, j0, a.seq_k);
+    tc::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tile, k, j0, a.seq_k);
+    tc::load_tile_async<KVTile, Bc, D, C::kThreads>(v_tile, v, j0, a.seq_k);
   }
   // Q_i, dO_i and the rows' LSE·log2e and D of query tile i into buffer b.
   auto load_query_tile = [&](int i, int b) {
-    step07::load_tile_async<QTile, Br, D, C::kThreads>(q_tiles + b * kQ, q, i * Br, a.seq_q);
-    step07::load_tile_async<QTile, Br, D, C::kThreads>(do_tiles + b * kQ, d_o, i * Br, a.seq_q);
+    tc::load_tile_async<QTile, Br, D, C::kThreads>(q_tiles + b * kQ, q, i * Br, a.seq_q);
+    tc::load_tile_async<QTile, Br, D, C::kThreads>(do_tiles + b * kQ, d_o, i * Br, a.seq_q);
     // 2·Br floats: Br / 4 16-byte chunks each, from the padded arrays (no bound to check).
     for (int c = threadIdx.x; c < Br / 2; c += C::kThreads) {
       const float* from = c < Br / 4 ? lse2 + i * Br + 4 * c : delta + i * Br + 4 * (c - Br / 4);
@@ -537,7 +537,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_dq_kernel
   const T* d_o = a.d_o + head * a.seq_q * D;
   const T* k = a.k + head * a.seq_k * D;
   const T* v = a.v + head * a.seq_k * D;
-  const step07::KeyTiles kv = step07::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
+  const tc::KeyTiles kv = tc::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
   // The rows' LSE·log2e and D (padded arrays: every row < seq_q_padded exists).
   float l2[2], dd[2];
@@ -556,10 +556,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_dq_kernel
 
   float dq[DT][4] = {};
   if (kv.count > 0) {
-    step07::load_tile_async<QTile, Br, D, C::kThreads>(q_tile, q, i0, a.seq_q);
-    step07::load_tile_async<QTile, Br, D, C::kThreads>(do_tile, d_o, i0, a.seq_q);
-    step07::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles, k, 0, a.seq_k);
-    step07::load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles, v, 0, a.seq_k);
+    tc::load_tile_async<QTile, Br, D, C::kThreads>(q_tile, q, i0, a.seq_q);
+    tc::load_tile_async<QTile, Br, D, C::kThreads>(do_tile, d_o, i0, a.seq_q);
+    tc::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles, k, 0, a.seq_k);
+    tc::load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles, v, 0, a.seq_k);
   }
   ptx::cp_async_commit();
   for (int j = 0; j < kv.count; ++j) {
@@ -567,8 +567,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_dq_kernel
     ptx::cp_async_wait<0>();
     __syncthreads();  // K_j, V_j (and Q, dO) landed; every warp done with tile j − 1's buffers
     if (j + 1 < kv.count) {
-      step07::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles + kKV - buffer, k, (j + 1) * Bc, a.seq_k);
-      step07::load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles + kKV - buffer, v, (j + 1) * Bc, a.seq_k);
+      tc::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles + kKV - buffer, k, (j + 1) * Bc, a.seq_k);
+      tc::load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles + kKV - buffer, v, (j + 1) * Bc, a.seq_k);
     }
     ptx::cp_async_commit();
 

@@ -206,7 +206,7 @@ namespace {
 void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView d_o,
                    const AttentionGradients& grads) {
   p.require(kSupports);
-  if (p.kv_heads() != p.heads) throw UsageError("stage 08 runs Hkv = Hq only (grouped heads: stage 10)");
+  if (p.kv_heads() != p.heads) throw UsageError("stage 08 runs Hkv = Hq only (grouped heads: stage 11)");
   if ((p.seq_k + 63) / 64 > 65535 || p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
     throw UsageError("stage 08: B·H and Nk / 64 (the grid) are at most 65535 each, and Nq, Nk fit 32-bit indices");
   if (const std::string refusal = shared_memory_refusal(smem_at(p.dim), "stage 08's backward kernel at D = " +

@@ -36,12 +36,13 @@
 
 #include <cstdint>
 
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "09_hopper/flash_pingpong_kernel.cuh"  // consume_tile, and through it WsShared, produce_*
-#include "09_hopper/tma.cuh"
-#include "09_hopper/warp_roles.cuh"
+#include "fa/cuda/hopper/tma.cuh"
+#include "fa/cuda/hopper/warp_roles.cuh"
 
 namespace fa::step09 {
+using namespace hopper;  // TMA, wgmma and warp-role wrappers (common/cuda/include/fa/cuda/hopper/)
 
 // The shared memory beyond WsShared's: Q's empty barrier and the ring of work items.
 struct TileQueue {
@@ -131,7 +132,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       if (w >= ts.items) return;
       int head;
       const int i0 = item(w, head);
-      const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
+      const tc::KeyTiles kv = tc::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
       if (kv.count > 0) {
         // Q's buffer empty: the consumers are past the last tile's S (the first tile passes at once).
         barrier_wait(queue.q_empty, static_cast<std::uint32_t>((q_round & 1) ^ 1));
@@ -149,7 +150,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (w >= ts.items) return;
     int head;
     const int i0 = item(w, head);
-    const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
+    const tc::KeyTiles kv = tc::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
     consume_tile<T, C, kOverlap, true>(sh, a, i0, head, kv, it, q_round, queue.q_empty);
     if (kv.count > 0) it += kv.count, ++q_round;
   }

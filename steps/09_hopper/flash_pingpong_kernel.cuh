@@ -23,7 +23,7 @@
 // Limit, measured: in the SASS of kOverlap ptxas moves the wait for P·V above the exponentials,
 // so the overlap happens less than the source says (overlap measured 1.01-1.02× pingpong).
 //
-// Stage 10 runs this kernel on its prefill shapes too: grouped-query heads (query head bh reads
+// Stage 11 runs this kernel on its prefill shapes too: grouped-query heads (query head bh reads
 // K/V head bh / group, in every rung) and packed variable-length batches (this kernel only: the grid's
 // z is the sequence, and a block runs its sequence as a problem of its own; KernelArgs in tile_ops.cuh).
 //
@@ -36,13 +36,14 @@
 
 #include <cstdint>
 
-#include "07_tensor_cores/fragment_softmax.cuh"
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/fragment_softmax.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "09_hopper/flash_ws_kernel.cuh"  // WsConfig, WsShared, produce_tiles, issue_*, pack_probabilities
-#include "09_hopper/warp_roles.cuh"
-#include "09_hopper/wgmma.cuh"
+#include "fa/cuda/hopper/warp_roles.cuh"
+#include "fa/cuda/hopper/wgmma.cuh"
 
 namespace fa::step09 {
+using namespace hopper;  // TMA, wgmma and warp-role wrappers (common/cuda/include/fa/cuda/hopper/)
 
 // Named barriers 1 .. K for K consumers (0 is __syncthreads): consumer c's turn is kTurnBarrier + c.
 inline constexpr int kTurnBarrier = 1;
@@ -54,7 +55,7 @@ inline constexpr int kTurnBarrier = 1;
 // every S of the tile is done, so that the producer may bring the next tile's Q.
 template <class T, class C, bool kOverlap, bool kReleaseQ = false>
 __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const KernelArgs<T>& a, int i0, int head,
-                                             const step07::KeyTiles& kv, int it0 = 0, int q_round = 0,
+                                             const tc::KeyTiles& kv, int it0 = 0, int q_round = 0,
                                              std::uint64_t* q_empty = nullptr) {
   static_assert(C::kConsumers >= 2, "ping-pong: the consumer warpgroups take turns");
   constexpr int D = C::D, Bc = C::kBc, S = C::kStages, NT = Bc / 8, DT = D / 8;
@@ -76,8 +77,8 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
   // The masks and the online softmax of tile j, in place: stage 07's functions.
   const auto softmax = [&](int j) {
     fence_accumulators(sc[0]);
-    if (j >= kv.mask_from) step07::mask_scores(sc, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
-    step07::online_softmax(sc[0], m[0], l[0], alpha, a.scale_log2);
+    if (j >= kv.mask_from) tc::mask_scores(sc, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
+    tc::online_softmax(sc[0], m[0], l[0], alpha, a.scale_log2);
     // Keeps the exponentials above the next wgmma_wait<0> in the PTX (they depend on no memory, so
     // the compiler could sink them). ptxas may still move the wait up in the SASS: chapter 09.
     fence_accumulators(sc[0]);
@@ -105,7 +106,7 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
     named_barrier_arrive(their_turn, kPair);  // the next one's turn
     wgmma_wait<0>();
     softmax(0);
-    step07::rescale(o[0], alpha);
+    tc::rescale(o[0], alpha);
     pack_probabilities<T>(pa, sc[0]);
 
     for (int j = 1; j < kv.count; ++j) {
@@ -123,7 +124,7 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
       else wgmma_wait<0>();
       softmax(j);
       values_done(it - 1);
-      step07::rescale(o[0], alpha);
+      tc::rescale(o[0], alpha);
       pack_probabilities<T>(pa, sc[0]);
     }
     // Every S of the tile is done: Q is no longer read.
@@ -140,8 +141,8 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
     values_done(last);
   }
 
-  const std::int64_t first = step07::first_output_row(a, head);
-  step07::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
+  const std::int64_t first = tc::first_output_row(a, head);
+  tc::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
 }
 
 template <class T, class C, bool kOverlap>
@@ -150,7 +151,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const WsShared<T, C> sh(smem_raw);
 
-  // A packed batch (stage 10): the block's sequence (grid z) is a problem of its own, L_s rows
+  // A packed batch (stage 11): the block's sequence (grid z) is a problem of its own, L_s rows
   // starting at row cu_seqlens[s] of every head; the grid covers the longest, so a block past its
   // sequence's last query tile has nothing to do (the whole block returns, before any barrier).
   KernelArgs<T> a = launch;
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const BlockWork work = block_work(a.heavy_first);
   const int i0 = work.tile * C::kBr;
   if (i0 >= a.seq_q && launch.cu_seqlens != nullptr) return;
-  const step07::KeyTiles kv = step07::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
+  const tc::KeyTiles kv = tc::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
 
   if (threadIdx.x == 0) sh.init_barriers();
   __syncthreads();

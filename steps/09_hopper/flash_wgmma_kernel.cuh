@@ -31,15 +31,16 @@
 
 #include <cstdint>
 
-#include "07_tensor_cores/fragment_softmax.cuh"
-#include "07_tensor_cores/tile_ops.cuh"
-#include "09_hopper/tma.cuh"
-#include "09_hopper/wgmma.cuh"
+#include "fa/cuda/tc/fragment_softmax.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
+#include "fa/cuda/hopper/tma.cuh"
+#include "fa/cuda/hopper/wgmma.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
 namespace fa::step09 {
+using namespace hopper;  // TMA, wgmma and warp-role wrappers (common/cuda/include/fa/cuda/hopper/)
 
-using step07::KernelArgs;
+using tc::KernelArgs;
 
 // The tile shape: head dim D (64, 128 or 256), kGroups warpgroups of 64 query rows, Bc keys per
 // tile (64 or 128: the width of one wgmma), kStages K/V buffers.
@@ -47,8 +48,8 @@ template <int D_, int kGroups_, int kBc_, int kStages_ = 2>
 struct WgmmaConfig {
   static constexpr int D = D_, kGroups = kGroups_, kBc = kBc_, kStages = kStages_;
   static constexpr int kThreads = 128 * kGroups, kBr = 64 * kGroups;
-  using QTile = step07::SwizzledTile<kBr, D>;
-  using KVTile = step07::SwizzledTile<kBc, D>;
+  using QTile = tc::SwizzledTile<kBr, D>;
+  using KVTile = tc::SwizzledTile<kBc, D>;
   static constexpr int kQBytes = QTile::kElements * 2, kKVBytes = KVTile::kElements * 2;
   // Q, then kStages × (K, V), then the mbarriers (Q's and one per stage); +1024 to align the base.
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 8 * (1 + kStages) + 1024;
@@ -90,8 +91,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const BlockWork work = block_work(a.heavy_first);
   const int tile = work.tile;
   const int i0 = tile * Br;
-  const int head = work.head, kv_head = head / a.group;  // grouped heads: stage 10
-  const step07::KeyTiles kv = step07::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
+  const int head = work.head, kv_head = head / a.group;  // grouped heads: stage 11
+  const tc::KeyTiles kv = tc::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
   // One thread asks for K_j and V_j into stage j mod S.
   auto load_kv = [&](int j) {
@@ -135,10 +136,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_wait<0>();
     fence_accumulators(sc[0]);
 
-    if (j >= kv.mask_from) step07::mask_scores(sc, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
+    if (j >= kv.mask_from) tc::mask_scores(sc, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
     float alpha[2];
-    step07::online_softmax(sc[0], m[0], l[0], alpha, a.scale_log2);
-    step07::rescale(o[0], alpha);
+    tc::online_softmax(sc[0], m[0], l[0], alpha, a.scale_log2);
+    tc::rescale(o[0], alpha);
 
     // O += P·V_j: P's A fragment of k-step ks is two 8-key accumulator tiles, packed (stage 07).
     std::uint32_t pa[Bc / 16][4];
@@ -160,8 +161,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x == 0 && j + S < kv.count) load_kv(j + S);  // ... so it can take tile j + S
   }
 
-  const std::int64_t first = step07::first_output_row(a, head);
-  step07::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
+  const std::int64_t first = tc::first_output_row(a, head);
+  tc::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
 }
 
 }  // namespace fa::step09

@@ -26,15 +26,16 @@
 
 #include <cstdint>
 
-#include "07_tensor_cores/fragment_softmax.cuh"
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/fragment_softmax.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "09_hopper/flash_wgmma_kernel.cuh"  // TileMaps, KernelArgs
-#include "09_hopper/tma.cuh"
-#include "09_hopper/warp_roles.cuh"
-#include "09_hopper/wgmma.cuh"
+#include "fa/cuda/hopper/tma.cuh"
+#include "fa/cuda/hopper/warp_roles.cuh"
+#include "fa/cuda/hopper/wgmma.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
 namespace fa::step09 {
+using namespace hopper;  // TMA, wgmma and warp-role wrappers (common/cuda/include/fa/cuda/hopper/)
 
 // The tile shape: head dim D (64, 128 or 256), kConsumers warpgroups of 64 query rows, Bc keys per
 // tile (64 or 128), kStages K/V buffers; one producer warpgroup more.
@@ -47,8 +48,8 @@ struct WsConfig {
   static constexpr int kProducerRegisters = kConsumers == 2 ? 40 : 24;
   static constexpr int kConsumerRegisters = kConsumers == 2 ? 232 : 160;
   static_assert(128 * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536, "the registers must add up");
-  using QTile = step07::SwizzledTile<kBr, D>;
-  using KVTile = step07::SwizzledTile<kBc, D>;
+  using QTile = tc::SwizzledTile<kBr, D>;
+  using KVTile = tc::SwizzledTile<kBc, D>;
   static constexpr int kQBytes = QTile::kElements * 2, kKVBytes = KVTile::kElements * 2;
   // Q, then kStages × (K, V), then the mbarriers (q_full, k_full[S], v_full[S], kv_empty[S]);
   // +1024 to align the base.
@@ -166,7 +167,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int tile = work.tile;
   const int i0 = tile * Br;
   const int head = work.head;
-  const step07::KeyTiles kv = step07::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
+  const tc::KeyTiles kv = tc::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
   if (threadIdx.x == 0) sh.init_barriers();
   __syncthreads();  // the barriers initialized before anyone waits on them; the last block barrier
@@ -198,10 +199,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_wait<0>();
     fence_accumulators(sc[0]);
 
-    if (j >= kv.mask_from) step07::mask_scores(sc, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
+    if (j >= kv.mask_from) tc::mask_scores(sc, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
     float alpha[2];
-    step07::online_softmax(sc[0], m[0], l[0], alpha, a.scale_log2);
-    step07::rescale(o[0], alpha);
+    tc::online_softmax(sc[0], m[0], l[0], alpha, a.scale_log2);
+    tc::rescale(o[0], alpha);
 
     std::uint32_t pa[Bc / 16][4];
     pack_probabilities<T>(pa, sc[0]);
@@ -215,8 +216,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x % 128 == 0) barrier_arrive(&sh.kv_empty[s]);
   }
 
-  const std::int64_t first = step07::first_output_row(a, head);
-  step07::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
+  const std::int64_t first = tc::first_output_row(a, head);
+  tc::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
 }
 
 }  // namespace fa::step09

@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "07_tensor_cores/launch.cuh"
+#include "fa/cuda/tc/launch.cuh"
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "09_hopper/flash_persistent_kernel.cuh"
 #include "09_hopper/flash_pingpong_kernel.cuh"
@@ -58,7 +58,7 @@ using PingPongStageConfig = WsConfig<D, D == 64 ? 3 : 2, kKeyTile<D>, D == 256 ?
 // The persistent rung's tile counters, zeroed on the stream before each launch (4 bytes of static
 // device memory each, not from the allocator). A ring of them, so that launches queued on
 // different streams at the same time (up to 64) do not share one. Each device has its own copy of
-// the array: its address is looked up once per device (stage 11 launches on several).
+// the array: its address is looked up once per device (stage 13 launches on several).
 __device__ int g_tile_counters[64];
 
 int* next_tile_counter(cudaStream_t stream) {
@@ -85,7 +85,7 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
                  DeviceContext& ctx) {
   constexpr int D = C::D;
   constexpr int kSmem = C::kSmemBytes + (kPersistent ? TileQueue::kBytes : 0);
-  step07::check_launch(p, in, out, std::string("stage 09 ") + name, C::kBr, kSmem);
+  tc::check_launch(p, in, out, std::string("stage 09 ") + name, C::kBr, kSmem);
   opt_in_shared_memory_once<kernel, kSmem>();
   // Packed ([1, H, Σ L_s, D], fa/packed.hpp): the maps cover every head's rows, each block finds its
   // sequence's rows through cu_seqlens (grid z), and the grid's x covers the longest sequence.
@@ -96,7 +96,7 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
                       make_tile_map<T>(in.k.as<T>(), kv_heads, packed ? rows : p.seq_k, D, C::kBc),
                       make_tile_map<T>(in.v.as<T>(), kv_heads, packed ? rows : p.seq_k, D, C::kBc)};
   const float scale = p.softmax_scale();
-  step07::KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
+  tc::KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
                           static_cast<int>(rows), static_cast<int>(packed ? rows : p.seq_k), scale,
                           scale * static_cast<float>(M_LOG2E), p.causal, p.causal,
                           static_cast<int>(p.heads / p.kv_heads())};

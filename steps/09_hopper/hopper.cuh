@@ -19,7 +19,7 @@ namespace fa::step09 {
 inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128, 256}};
 // The kernels also take grouped-query heads (Hkv < Hq; the K/V tensor maps over B·Hkv heads, query
 // head bh reading K/V head bh / (Hq/Hkv)), and the pingpong and overlap rungs packed
-// variable-length batches (fa/packed.hpp; grid z the sequence): stage 10's prefill runs them so.
+// variable-length batches (fa/packed.hpp; grid z the sequence): stage 11's prefill runs them so.
 // The stage's own executable keeps kSupports, since stage 07, its comparison, has neither.
 inline const Supports kKernelSupports{.dtypes = {DType::bfloat16, DType::float16},
                                       .dims = {64, 128, 256},

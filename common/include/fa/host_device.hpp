@@ -1,5 +1,5 @@
 // host_device.hpp — FA_HOST_DEVICE marks a function that both the CPU and the GPU run: plain C++
-// that a CPU exercise checks and a CUDA kernel calls (stage 10's split merge, stage 11's ring merge).
+// that a CPU exercise checks and a CUDA kernel calls (stage 11's split merge, stage 13's ring merge).
 #pragma once
 
 #if defined(__CUDACC__)

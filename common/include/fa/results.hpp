@@ -37,7 +37,7 @@ struct ResultRow {
   std::string stage;           // "02"
   std::string variant;         // "online"
   bool comparison = false;     // measured beside the stage's own variants, never verified (a
-                               // previous stage, or stage 10's plain read of the cache)
+                               // previous stage, or stage 11's plain read of the cache)
   Pass pass = Pass::forward;
   std::string device;          // where this row ran, when not the run's device (a CPU stage
                                // measured beside a GPU one); empty: RunMetadata::device

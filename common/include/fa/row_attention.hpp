@@ -1,5 +1,5 @@
 // row_attention.hpp — one query row's attention over a range of keys, in float64, from its scores:
-// what the checks of the merge exercises (ex10, ex11) cut into parts and compare the merge with.
+// what the checks of the merge exercises (ex11, ex13) cut into parts and compare the merge with.
 #pragma once
 
 #include <algorithm>

@@ -6,7 +6,7 @@
 #include "07_tensor_cores/ladder/v1_mma.cuh"
 #include "07_tensor_cores/ladder/v2_ldmatrix.cuh"
 #include "07_tensor_cores/ladder/v3_cp_async.cuh"
-#include "07_tensor_cores/launch.cuh"
+#include "fa/cuda/tc/launch.cuh"
 
 namespace fa::step07::ladder {
 
@@ -41,21 +41,21 @@ template <class T, int D>
 struct LaunchV1 {
   static void launch(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                      DeviceContext& ctx) {
-    step07::launch<T, v1_mma_kernel<T, D>, 128, V1<D>::kBr, V1<D>::kSmemBytes>(name, p, in, out, ctx);
+    tc::launch<T, v1_mma_kernel<T, D>, 128, V1<D>::kBr, V1<D>::kSmemBytes>(name, p, in, out, ctx);
   }
 };
 template <class T, int D>
 struct LaunchV2 {
   static void launch(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                      DeviceContext& ctx) {
-    step07::launch<T, v2_ldmatrix_kernel<T, D>, 128, V2<D>::kBr, V2<D>::kSmemBytes>(name, p, in, out, ctx);
+    tc::launch<T, v2_ldmatrix_kernel<T, D>, 128, V2<D>::kBr, V2<D>::kSmemBytes>(name, p, in, out, ctx);
   }
 };
 template <class T, int D>
 struct LaunchV3 {
   static void launch(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                      DeviceContext& ctx) {
-    step07::launch<T, v3_cp_async_kernel<T, D>, 128, V3<D>::kBr, V3<D>::kSmemBytes>(name, p, in, out, ctx);
+    tc::launch<T, v3_cp_async_kernel<T, D>, 128, V3<D>::kBr, V3<D>::kSmemBytes>(name, p, in, out, ctx);
   }
 };
 template <class T, int D>
@@ -63,7 +63,7 @@ struct LaunchV4 {
   static void launch(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                      DeviceContext& ctx) {
     using C = V4<D>;
-    step07::launch<T, flash_tc_kernel<T, C>, C::kThreads, C::kBr, C::kSmemBytes>(name, p, in, out, ctx);
+    tc::launch<T, flash_tc_kernel<T, C>, C::kThreads, C::kBr, C::kSmemBytes>(name, p, in, out, ctx);
   }
 };
 

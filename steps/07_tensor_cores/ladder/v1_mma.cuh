@@ -10,11 +10,12 @@
 // per V register (V's B fragment pairs two keys, which are two rows apart), and synchronous copies.
 #pragma once
 
-#include "07_tensor_cores/fragment_softmax.cuh"
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/fragment_softmax.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
 namespace fa::step07::ladder {
+using namespace fa::tc;  // the tile and fragment building blocks (common/cuda/include/fa/cuda/tc/)
 
 template <int D>
 struct V1 {

@@ -7,12 +7,13 @@
 // fragment gathers → ldmatrix / ldmatrix.trans; the loads and the loop are v1's.
 #pragma once
 
-#include "07_tensor_cores/fragment_softmax.cuh"
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/fragment_softmax.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
 namespace fa::step07::ladder {
+using namespace fa::tc;  // the tile and fragment building blocks (common/cuda/include/fa/cuda/tc/)
 
 template <int D>
 struct V2 {

@@ -5,13 +5,14 @@
 // buffers, a commit/wait per copy) and where the __syncthreads go; the arithmetic is v2's.
 #pragma once
 
-#include "07_tensor_cores/fragment_softmax.cuh"
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/fragment_softmax.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
 namespace fa::step07::ladder {
+using namespace fa::tc;  // the tile and fragment building blocks (common/cuda/include/fa/cuda/tc/)
 
 template <int D>
 struct V3 {

@@ -97,6 +97,6 @@ TEST_CASE("stage 07 refuses what it does not run, with one line") {
   p = with_dtype(problem(64, 64, 80, false), fa::DType::bfloat16);
   CHECK_THROWS_AS(fa::run_once(p, fa::make_inputs(p, 2), fa::step07::attention_forward), fa::UsageError);  // D = 80
   p = with_dtype(problem(64, 64, 64, false), fa::DType::bfloat16);
-  p.heads_kv = 1;  // grouped heads: stage 10
+  p.heads_kv = 1;  // grouped heads: stage 11
   CHECK_THROWS_AS(fa::run_once(p, fa::make_inputs(p, 3), fa::step07::attention_forward), fa::UsageError);
 }

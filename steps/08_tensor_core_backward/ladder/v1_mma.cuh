@@ -10,14 +10,14 @@
 // registers), not this arithmetic.
 #pragma once
 
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "08_tensor_core_backward/backward_tc_kernel.cuh"
 #include "08_tensor_core_backward/fragment_gradient.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
 namespace fa::step08::ladder {
 
-using step07::PlainTile;
+using tc::PlainTile;
 
 // Every rung's block: 8 warps of 16 keys (Bc = 128), query tiles of Br = 64, as v4 and the first
 // version of the stage's kernel.
@@ -79,15 +79,15 @@ __global__ void __launch_bounds__(V1<D>::kThreads) v1_mma_kernel(const BackwardA
 
   float dk[DT][4] = {}, dv[DT][4] = {};
   if (qt.begin < qt.end) {
-    step07::load_tile<KVTile, Bc, D, kThreads, false>(k_tile, a.k + head * a.seq_k * D, j0, a.seq_k);
-    step07::load_tile<KVTile, Bc, D, kThreads, false>(v_tile, a.v + head * a.seq_k * D, j0, a.seq_k);
+    tc::load_tile<KVTile, Bc, D, kThreads, false>(k_tile, a.k + head * a.seq_k * D, j0, a.seq_k);
+    tc::load_tile<KVTile, Bc, D, kThreads, false>(v_tile, a.v + head * a.seq_k * D, j0, a.seq_k);
   }
   const int count = qt.end - qt.begin, first = count > 0 ? static_cast<int>(blockIdx.y) % count : 0;
   for (int n = 0; n < count; ++n) {
     const int i = qt.begin + (first + n) % count;
     __syncthreads();  // every warp is done with the previous tile's Q, dO, Pᵀ, dSᵀ
-    step07::load_tile<QTile, Br, D, kThreads, false>(q_tile, q, i * Br, a.seq_q);
-    step07::load_tile<QTile, Br, D, kThreads, false>(do_tile, d_o, i * Br, a.seq_q);
+    tc::load_tile<QTile, Br, D, kThreads, false>(q_tile, q, i * Br, a.seq_q);
+    tc::load_tile<QTile, Br, D, kThreads, false>(do_tile, d_o, i * Br, a.seq_q);
     for (int r = threadIdx.x; r < Br; r += kThreads) {  // padded arrays: no bound to check
       lse2_s[r] = lse2[i * Br + r];
       delta_s[r] = delta[i * Br + r];

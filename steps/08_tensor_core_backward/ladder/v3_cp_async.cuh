@@ -67,13 +67,13 @@ __global__ void __launch_bounds__(V3<D>::kThreads) v3_cp_async_kernel(const Back
 
   float dk[DT][4] = {}, dv[DT][4] = {};
   if (qt.begin < qt.end) {
-    step07::load_tile<KVTile, Bc, D, kThreads, false>(k_tile, a.k + head * a.seq_k * D, j0, a.seq_k);
-    step07::load_tile<KVTile, Bc, D, kThreads, false>(v_tile, a.v + head * a.seq_k * D, j0, a.seq_k);
+    tc::load_tile<KVTile, Bc, D, kThreads, false>(k_tile, a.k + head * a.seq_k * D, j0, a.seq_k);
+    tc::load_tile<KVTile, Bc, D, kThreads, false>(v_tile, a.v + head * a.seq_k * D, j0, a.seq_k);
   }
   // Q_i, dO_i and the rows' LSE·log2e and D of query tile i into buffer b, by cp.async.
   auto load_query_tile = [&](int i, int b) {
-    step07::load_tile<QTile, Br, D, kThreads, true>(q_tiles + b * QTile::kElements, q, i * Br, a.seq_q);
-    step07::load_tile<QTile, Br, D, kThreads, true>(do_tiles + b * QTile::kElements, d_o, i * Br, a.seq_q);
+    tc::load_tile<QTile, Br, D, kThreads, true>(q_tiles + b * QTile::kElements, q, i * Br, a.seq_q);
+    tc::load_tile<QTile, Br, D, kThreads, true>(do_tiles + b * QTile::kElements, d_o, i * Br, a.seq_q);
     for (int c = threadIdx.x; c < Br / 2; c += kThreads) {  // 16-byte chunks of the padded arrays
       const float* from = c < Br / 4 ? lse2 + i * Br + 4 * c : delta + i * Br + 4 * (c - Br / 4);
       ptx::cp_async16(rows_s + b * 2 * Br + 4 * c, from, true);

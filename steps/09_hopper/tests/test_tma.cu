@@ -9,33 +9,34 @@
 #include <cstdint>
 #include <vector>
 
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "09_hopper/hopper.cuh"
-#include "09_hopper/tma.cuh"
+#include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device_buffer.cuh"
 
 namespace {
 
 namespace s9 = fa::step09;
+namespace hp = fa::hopper;  // the wrappers under test (common/cuda/include/fa/cuda/hopper/)
 
 // Two tiles in turn into the same shared tile (phases 0 and 1 of one mbarrier), each copied out raw.
 template <class T, int ROWS, int D>
 __global__ void two_tiles_kernel(const __grid_constant__ CUtensorMap map, int head, int row_a, int row_b,
                                  std::uint16_t* out) {
-  using Tile = fa::step07::SwizzledTile<ROWS, D>;
+  using Tile = fa::tc::SwizzledTile<ROWS, D>;
   extern __shared__ __align__(1024) unsigned char smem[];
   T* tile = reinterpret_cast<T*>(smem);
   __shared__ std::uint64_t bar;
-  if (threadIdx.x == 0) s9::barrier_init(&bar, 1);
+  if (threadIdx.x == 0) hp::barrier_init(&bar, 1);
   __syncthreads();
   const int rows[2] = {row_a, row_b};
   for (int phase = 0; phase < 2; ++phase) {
     if (threadIdx.x == 0) {
-      s9::barrier_expect_bytes(&bar, s9::tile_bytes<T, ROWS, D>());
-      s9::load_tile_tma<T, ROWS, D>(tile, &map, rows[phase], head, &bar);
+      hp::barrier_expect_bytes(&bar, hp::tile_bytes<T, ROWS, D>());
+      hp::load_tile_tma<T, ROWS, D>(tile, &map, rows[phase], head, &bar);
     }
-    s9::barrier_wait(&bar, static_cast<std::uint32_t>(phase));
+    hp::barrier_wait(&bar, static_cast<std::uint32_t>(phase));
     const auto* raw = reinterpret_cast<const std::uint16_t*>(tile);
     for (int i = threadIdx.x; i < Tile::kElements; i += blockDim.x) out[phase * Tile::kElements + i] = raw[i];
     __syncthreads();  // every thread has read the tile before the next copy overwrites it
@@ -57,7 +58,7 @@ void check_tiles(int seq, int head, int row_a, int row_b) {
   constexpr int kElements = ROWS * D;
   fa::DeviceBuffer<std::uint16_t> out(meter, 2 * kElements);
   out.poison();
-  const CUtensorMap map = s9::make_tile_map<T>(x.data(), heads, seq, D, ROWS);
+  const CUtensorMap map = hp::make_tile_map<T>(x.data(), heads, seq, D, ROWS);
   constexpr int kSmem = kElements * 2;
   FA_CUDA_CHECK(cudaFuncSetAttribute(two_tiles_kernel<T, ROWS, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   two_tiles_kernel<T, ROWS, D><<<1, 128, kSmem>>>(map, head, row_a, row_b, out.data());

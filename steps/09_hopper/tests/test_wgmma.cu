@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "07_tensor_cores/tile_ops.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "09_hopper/hopper.cuh"
-#include "09_hopper/wgmma.cuh"
+#include "fa/cuda/hopper/wgmma.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device_buffer.cuh"
 #include "fa/cuda/dtype.cuh"
@@ -25,9 +25,10 @@
 
 namespace {
 
-using fa::step07::SwizzledTile;
-using fa::step07::swizzled_at;
+using fa::tc::SwizzledTile;
+using fa::tc::swizzled_at;
 namespace s9 = fa::step09;
+namespace hp = fa::hopper;  // the wrappers under test (common/cuda/include/fa/cuda/hopper/)
 
 // The product of one configuration: kRs (A from registers), kTransB (B MN-major).
 template <class T, int N, int K, bool kRs, int kTransB>
@@ -65,25 +66,25 @@ __global__ void __launch_bounds__(128) product_kernel(const T* a, const T* b, fl
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[j][e] = NAN;  // scale_d = 0 at the first step must ignore these
 
-  s9::wgmma_fence();
+  hp::wgmma_fence();
 #pragma unroll
   for (int s = 0; s < kSteps; ++s) {
     const std::uint64_t desc_b =
-        kTransB == 1 ? s9::mn_major_step<T>(b_addr, s, K) : s9::k_major_step<T>(b_addr, s, N);
+        kTransB == 1 ? hp::mn_major_step<T>(b_addr, s, K) : hp::k_major_step<T>(b_addr, s, N);
     if constexpr (N == 64) {
-      if constexpr (kRs) s9::wgmma_m64n64k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
-      else s9::wgmma_m64n64k16_ss<T, kTransB>(acc, s9::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
+      if constexpr (kRs) hp::wgmma_m64n64k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
+      else hp::wgmma_m64n64k16_ss<T, kTransB>(acc, hp::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
     } else if constexpr (N == 128) {
-      if constexpr (kRs) s9::wgmma_m64n128k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
-      else s9::wgmma_m64n128k16_ss<T, kTransB>(acc, s9::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
+      if constexpr (kRs) hp::wgmma_m64n128k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
+      else hp::wgmma_m64n128k16_ss<T, kTransB>(acc, hp::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
     } else {
       static_assert(N == 256 && kRs && kTransB == 1, "n = 256: A from registers, B MN-major (P·V at D = 256)");
-      s9::wgmma_m64n256k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
+      hp::wgmma_m64n256k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
     }
   }
-  s9::wgmma_commit();
-  s9::wgmma_wait<0>();
-  s9::fence_accumulators(acc);
+  hp::wgmma_commit();
+  hp::wgmma_wait<0>();
+  hp::fence_accumulators(acc);
 #pragma unroll
   for (int j = 0; j < N / 8; ++j) {
     const int row = 16 * warp + g, col = 8 * j + 2 * t;

@@ -53,7 +53,7 @@ inline std::string shared_memory_refusal(long long bytes, const std::string& wha
 // Opts `kernel` in to `bytes` of dynamic shared memory (above 48 KiB a kernel must) and asks for
 // the largest shared-memory carveout, so that two such blocks fit an SM where they can; once per
 // instantiation and device. The attributes belong to the kernel on the device current at the call
-// and stay set for the process; stage 11 launches the same kernels on several devices, hence one
+// and stay set for the process; stage 13 launches the same kernels on several devices, hence one
 // bit per device (devices 0-63).
 template <auto kernel, int bytes>
 void opt_in_shared_memory_once() {

@@ -1,0 +1,83 @@
+// Exercise 10 — the checks, in the order of the holes: merged_lse alone, part_weight alone, then
+// attention over one row split into chunks (some empty, some fully masked), each chunk's (O_s,
+// LSE_s) computed in float64, merged with the two functions, against float64 in one piece. The same
+// file builds against the starter (exercises/) and the solution (solutions/).
+//   cmake --build build --target check_ex10
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "fa/random.hpp"
+#include "fa/row_attention.hpp"
+#include "split_merge.hpp"
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+}  // namespace
+
+TEST_CASE("ex11:merged_lse — the log of the summed exponentials, without overflow, −inf for no keys") {
+  using fa::step11::merged_lse;
+  const float two_three[] = {std::log(2.0f), std::log(3.0f)};
+  CHECK(merged_lse(two_three, 2, 1) == doctest::Approx(std::log(5.0f)).epsilon(1e-6));
+  const float big[] = {1000.0f, 1000.0f, 990.0f};  // exp(1000) overflows float: shift by the max first
+  CHECK(merged_lse(big, 3, 1) == doctest::Approx(1000.0 + std::log(2.0 + std::exp(-10.0))).epsilon(1e-6));
+  const float with_empty[] = {-kInf, 2.5f, -kInf};  // an empty part adds nothing
+  CHECK(merged_lse(with_empty, 3, 1) == 2.5f);
+  const float all_empty[] = {-kInf, -kInf};
+  CHECK(merged_lse(all_empty, 2, 1) == -kInf);
+  const float strided[] = {std::log(2.0f), 99.0f, std::log(6.0f), 99.0f};  // stride 2: the 99s are another row's
+  CHECK(merged_lse(strided, 2, 2) == doctest::Approx(std::log(8.0f)).epsilon(1e-6));
+  CHECK(merged_lse(strided, 1, 2) == doctest::Approx(std::log(2.0f)).epsilon(1e-6));
+}
+
+TEST_CASE("ex11:weight — each part's share of the row's sum; 0 for an empty part or a row without keys") {
+  using fa::step11::part_weight;
+  const float lse = std::log(5.0f);
+  CHECK(part_weight(std::log(2.0f), lse) == doctest::Approx(0.4f).epsilon(1e-6));
+  CHECK(part_weight(std::log(3.0f), lse) == doctest::Approx(0.6f).epsilon(1e-6));
+  CHECK(part_weight(-kInf, lse) == 0.0f);
+  CHECK(part_weight(-kInf, -kInf) == 0.0f);  // never NaN
+}
+
+TEST_CASE("attention split into chunks and merged equals attention in one piece (float64)") {
+  // 1000 keys, D = 16, scores with a spread so that one chunk dominates some rows; chunks of
+  // uneven sizes, one empty and, causal, later ones fully masked.
+  fa::Rng rng(1010);
+  const int n = 1000, d = 16;
+  std::vector<std::vector<double>> v(n, std::vector<double>(d));
+  for (auto& row : v)
+    for (double& x : row) x = rng.normal(0.3, 1.0);
+  const std::vector<int> bounds = {0, 1, 250, 250, 517, 999, 1000};  // chunk s: [bounds[s], bounds[s+1])
+  const int parts = static_cast<int>(bounds.size()) - 1;
+  for (const int visible : {1000, 600, 1, 0}) {
+    for (const double spread : {1.0, 30.0}) {
+      std::vector<double> scores(n);
+      for (double& s : scores) s = rng.normal(0.0, spread);
+      INFO("keys visible: " << visible << ", score spread " << spread);
+      const fa::RowPart whole = fa::row_attention_f64(scores, v, 0, n, visible);
+      std::vector<float> lse(parts), o(parts * d);
+      for (int s = 0; s < parts; ++s) {
+        const fa::RowPart part = fa::row_attention_f64(scores, v, bounds[s], bounds[s + 1], visible);
+        lse[s] = static_cast<float>(part.lse);
+        for (int c = 0; c < d; ++c) o[s * d + c] = static_cast<float>(part.o[c]);
+      }
+      const float merged = fa::step11::merged_lse(lse.data(), parts, 1);
+      if (visible == 0) {
+        CHECK(merged == -kInf);
+      } else {
+        CHECK(merged == doctest::Approx(whole.lse).epsilon(1e-6));
+      }
+      for (int c = 0; c < d; ++c) {
+        double out = 0.0;
+        for (int s = 0; s < parts; ++s) out += fa::step11::part_weight(lse[s], merged) * o[s * d + c];
+        CHECK_MESSAGE(std::abs(out - whole.o[c]) <= 1e-5 * (1.0 + std::abs(whole.o[c])),
+                      "O[" << c << "] = " << out << ", float64 in one piece: " << whole.o[c]);
+      }
+    }
+  }
+}

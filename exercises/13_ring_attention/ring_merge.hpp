@@ -1,0 +1,59 @@
+// Exercise 11 — the ring's merge: after each block of keys, every GPU of the ring folds the block's
+// partial result into a running one (stage 13, steps/13_ring_attention/ring_merge.hpp; its CPU
+// model and its GPU code call these two functions).
+//
+// A block b of keys gives, for one query row, the course's pair (O_b, LSE_b): its output normalized
+// by its own sum, and LSE_b = log Σ_{j in b} exp(τ·s_ij). The row keeps a running pair (O, LSE)
+// over the blocks seen so far, (0, −inf) before the first. Fill in the two holes below, in order.
+// Each sits between `// >>> ex13:TAG` and `// <<< ex13:TAG` and holds an FA_TODO that says what to
+// write: replace the FA_TODO line with your code, keep the markers.
+//
+//   ex13:log_add_exp  log(exp(a) + exp(b)) for float or double, without overflow: with hi the
+//                     larger and lo the smaller, hi + log1p(exp(lo − hi)). Both −inf: return −inf.
+//   ex13:merge_row    fold (o_b, lse_b) into (o, lse): LSE' = log_add_exp(LSE, LSE_b),
+//                     O' = exp(LSE − LSE')·O + exp(LSE_b − LSE')·O_b, then LSE = LSE'. When LSE'
+//                     is −inf (neither has seen a key) leave O and LSE as they are.
+//
+// Check your work (builds this file with checks.cpp and runs the checks, in the order of the holes):
+//   cmake --build build --target check_ex11
+//
+// What you should see when it passes: `ok` lines for the two functions and for a ring of blocks
+// visited out of order and merged one at a time against float64 in one piece, then
+// `3 of 3 checks pass.`
+// Hints, one at a time:
+//   1. Exercise 10 merged all parts at once (M = the max of all LSEs); here there are two at a time,
+//      so the max is just the larger of the two.
+//   2. exp(−inf) is 0, so a block or a running pair with LSE = −inf weighs nothing by itself; only
+//      −inf − (−inf) is NaN, which is why both holes test for −inf first.
+//   3. Write the code for any T: `using std::exp, std::log1p;` then exp(x), log1p(x), and
+//      -T(INFINITY) for −inf. Convert o_b[c] with static_cast<T> (the GPU's blocks are 16-bit).
+// Common mistakes: log(exp(a) + exp(b)) as written (overflows past 88 in float); forgetting to
+// store the new LSE (the next block then gets the wrong weight); updating LSE before computing the
+// old pair's weight.
+// The chapter is docs/13_ring_attention.md; the answer is in solutions/13_ring_attention/.
+#pragma once
+
+#include <cmath>
+
+#include "fa/exercise.hpp"
+#include "fa/host_device.hpp"
+
+namespace fa::step13 {
+
+// log(exp(a) + exp(b)) without overflow, for float or double; −inf when both are −inf.
+template <class T>
+FA_HOST_DEVICE inline T log_add_exp(T a, T b) {
+  // >>> ex13:log_add_exp
+  FA_TODO("ex13:log_add_exp", "hi = the larger of a and b, lo = the smaller; -inf if hi is -inf; else hi + log1p(exp(lo - hi))");
+  // <<< ex13:log_add_exp
+}
+
+// Folds the partial result (o_b, lse_b) of one query row into the row's running (o, lse); d values.
+template <class T, class U>
+FA_HOST_DEVICE inline void merge_row(T* o, T& lse, const U* o_b, T lse_b, int d) {
+  // >>> ex13:merge_row
+  FA_TODO("ex13:merge_row", "merged = log_add_exp(lse, lse_b); if -inf return; o[c] = exp(lse - merged) * o[c] + exp(lse_b - merged) * o_b[c]; lse = merged");
+  // <<< ex13:merge_row
+}
+
+}  // namespace fa::step13
