@@ -78,7 +78,7 @@ constexpr int smem_bytes() {
 // 65536 / (128 · this) registers. Shared memory alone would allow 5 / 3 / 2 blocks (D = 32 / 64 /
 // 128; 228 KiB per SM, 1 KiB reserved per block), but at D = 64 a budget of 3 (168 registers)
 // spills and ran at 28 TFLOP/s where 2 (234 registers, no spill) ran at 40 (step04_tune on the
-// H100, docs/notes/flash_forward_tuning.md): the 8 x 4 scores, 8 x D/16 accumulators and the
+// H100, docs/notes/04_cuda_flash_forward.md): the 8 x 4 scores, 8 x D/16 accumulators and the
 // operands of the unrolled D loop want the registers more than a third block wants the SM.
 template <int D>
 constexpr int min_blocks_per_sm() {

@@ -1,6 +1,6 @@
 // step04_tune — times the stage 04 kernel at the FlashAttention paper shapes (B·N = 16384 tokens,
 // H·D = 2048) under several register budgets (blocks per SM the compiler plans for), causal and
-// not. A tuning aid for docs/notes/flash_forward_tuning.md, not part of the tour; it verifies
+// not. A tuning aid for docs/notes/04_cuda_flash_forward.md, not part of the tour; it verifies
 // nothing (the tests and the stage executable do).
 //
 //   build/steps/04_cuda_flash_forward/step04_tune [N ...]        (default N = 4096)

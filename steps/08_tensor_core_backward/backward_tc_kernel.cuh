@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
       // Sᵀ = K_w Q_iᵀ and dPᵀ = V_w dO_iᵀ: 16·KM keys × Br queries each, D/16 steps of k = 16.
       // (The pair's first product above is this loop with one product instead of two. One helper
       // for both changed ptxas's schedule and cost D = 64 2-3 % in one A/B run, so each is written
-      // out: docs/notes/tensor_core_backward_plan.md.)
+      // out: docs/notes/08_tensor_core_backward.md.)
       float st[KM][NQ][4] = {}, dpt[KM][NQ][4] = {};
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
