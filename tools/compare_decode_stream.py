@@ -8,7 +8,7 @@ results file with this GPU's copy bandwidth.
                              [--seq-k 8k,16k,32k] [--layers 32] [--backends flash,cudnn,efficient]
                              [--reps 30] [--warmup 3] [--seed 0] [--commit SHA] [--anchor-processes 3]
 
-The shape is the issue's decoding case, fixed as step11_stream fixes it: B = 1, Hq = 32, Hkv = 8,
+The shape is chapter 11's decoding case, fixed as step11_stream fixes it: B = 1, Hq = 32, Hkv = 8,
 Nq = 1, D = 128, bf16. Per cache length, in one run:
   * the anchors, two ways per backend: "sdpa_<backend>" one call timed alone as compare_decode.py
     times it (the L2 flushed, CUDA events around the call), and "sdpa_<backend>_graph": the calls of
@@ -26,8 +26,6 @@ anchor timed the same way (alone for _alone, in a graph for the stream rows) ove
 Exit: 0 when the stage exited 0 and every graph matched its eager calls; 1 otherwise; 2 bad usage.
 """
 import argparse
-import datetime
-import json
 import os
 import shutil
 import statistics
@@ -35,19 +33,19 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare_decode as cd  # noqa: E402  (copy bandwidth, rows, rates, the anchors' processes)
-import compare_pytorch as cp  # noqa: E402
+from flashcourse import anchors, cli, decoding  # noqa: E402
+from flashcourse.results import new_document, write_results  # noqa: E402
 
 PROG = "compare_decode_stream.py"
 SHAPE = {"heads": 32, "heads_kv": 8, "dim": 128, "dtype": "bfloat16", "seq_q": 1}
 
 
 def parse_args(argv):
-    ap = cp.OneLineParser(prog=PROG, description="decoding steps back to back: SDPA in a CUDA graph beside "
+    ap = cli.OneLineParser(prog=PROG, description="decoding steps back to back: SDPA in a CUDA graph beside "
                                                  "step11_stream (the file's docstring says it all)")
     ap.add_argument("--exe", required=True, help="stage 11's step11_stream")
     ap.add_argument("--json", required=True, help="the results file to write")
-    ap.add_argument("--seq-k", default="8k,16k,32k", type=cp.sizes)
+    ap.add_argument("--seq-k", default="8k,16k,32k", type=cli.sizes)
     ap.add_argument("--layers", default=32, type=int)
     ap.add_argument("--backends", default="flash,cudnn,efficient")
     ap.add_argument("--reps", default=30, type=int)
@@ -59,11 +57,11 @@ def parse_args(argv):
     ap.add_argument("--anchors-only", action="store_true", help=argparse.SUPPRESS)  # one case's anchors, one line
     args = ap.parse_args(argv)
     if not 1 <= args.layers <= 64:
-        raise cp.UsageError("--layers must be in 1..64")
+        raise cli.UsageError("--layers must be in 1..64")
     if args.reps < 1 or args.warmup < 0 or args.anchor_processes < 1:
-        raise cp.UsageError("--reps and --anchor-processes must be at least 1, --warmup at least 0")
+        raise cli.UsageError("--reps and --anchor-processes must be at least 1, --warmup at least 0")
     if args.anchors_only and len(args.seq_k) != 1:
-        raise cp.UsageError("--anchors-only times one case: one --seq-k")
+        raise cli.UsageError("--anchors-only times one case: one --seq-k")
     for key, value in SHAPE.items():  # what compare_decode's helpers read
         setattr(args, key, value)
     args.batch = [1]
@@ -92,20 +90,19 @@ def time_anchors(gpu, args, nk):
     torch = gpu.torch
     stack = []
     for layer in range(args.layers):
-        a = argparse.Namespace(**vars(args))
-        a.seed = args.seed + 7919 * layer
-        stack.append(cd.case_inputs(gpu, a, 1, nk))
+        stack.append(decoding.case_inputs(gpu, args, 1, nk, seed=args.seed + 7919 * layer))
     rows, all_equal = [], True
     sdpa = torch.nn.functional.scaled_dot_product_attention
     for backend in gpu.wanted:
-        alone, graphed = cd.base_row("sdpa_" + backend, 1, args, nk), cd.base_row("sdpa_%s_graph" % backend, 1, args, nk)
+        alone = decoding.anchor_row("sdpa_" + backend, 1, args, nk)
+        graphed = decoding.anchor_row("sdpa_%s_graph" % backend, 1, args, nk)
         for row in (alone, graphed):
             row.update(git_commit=gpu.commit, device=gpu.prop.name)
         graphed["note"] = "per step: %d layers' calls in one CUDA graph, the replay over %d" % (args.layers, args.layers)
         try:
             with gpu.sdpa_kernel(gpu.backend_of[backend]):
                 q, k, v = stack[0]
-                med, lo, hi = cd.timed(torch, lambda: sdpa(q, k, v, enable_gqa=True), args.reps, args.warmup, gpu.flush)
+                med, lo, hi = anchors.timed(torch, lambda: sdpa(q, k, v, enable_gqa=True), args.reps, args.warmup, gpu.flush)
                 alone.update(median_ms=med, min_ms=lo, max_ms=hi, reps=args.reps)
                 eager = [sdpa(q, k, v, enable_gqa=True) for q, k, v in stack]
                 side = torch.cuda.Stream()  # capture's warm-up on a side stream, as PyTorch asks
@@ -134,15 +131,14 @@ def time_anchors(gpu, args, nk):
 
 def anchors_only(gpu, args):
     rows, equal = time_anchors(gpu, args, args.seq_k[0])
-    print(cd.ANCHORS_LINE + json.dumps({r["variant"]: [r["median_ms"], r["min_ms"], r["max_ms"]] if r["status"] == "ok"
-                                        else None for r in rows}), flush=True)
+    print(anchors.anchors_line(rows), flush=True)
     return 0 if equal else 1
 
 
-def anchors_elsewhere(args, nk):
+def anchors_elsewhere(args, nk, run=cli.run_command):
     """The case's anchors in --anchor-processes − 1 fresh processes of this script."""
-    return cd.anchors_in_processes(args, os.path.abspath(__file__), PROG,
-                                   ["--seq-k", str(nk), "--layers", str(args.layers)])
+    return anchors.anchors_in_processes(args, os.path.abspath(__file__), PROG,
+                                        ["--seq-k", str(nk), "--layers", str(args.layers)], run)
 
 
 def best_of(rows, graph):
@@ -151,7 +147,7 @@ def best_of(rows, graph):
 
 
 def main(argv=None):
-    args, gpu = cd.start(PROG, parse_args, argv)
+    args, gpu = cli.start(PROG, parse_args, argv, anchors.gpu_setup)
     if args is None:
         return gpu
     if args.anchors_only:
@@ -163,30 +159,27 @@ def main(argv=None):
         summary.append(line)
         print(line, flush=True)
 
-    copy_row = cd.copy_bandwidth(torch, argparse.Namespace(reps=args.reps, warmup=args.warmup), gpu.flush)
+    copy_row = anchors.copy_bandwidth(torch, args.reps, args.warmup, gpu.flush)
     copy_gbps = copy_row["gbps"]
     note("copy bandwidth: %.0f GB/s (1 GiB, read + write)" % copy_gbps)
 
     def write():
-        doc = {"schema": "flash-course-results/2", "stage": "anchor", "command": " ".join(sys.argv),
-               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "git_commit": gpu.commit, "device": gpu.device, "copy_bandwidth": copy_row, "layers": args.layers,
-               "results": rows}
-        cp.write_results(args.json, doc)
+        write_results(args.json, new_document("anchor", " ".join(sys.argv), gpu.commit, gpu.device,
+                                              copy_bandwidth=copy_row, layers=args.layers), rows)
 
     for nk in args.seq_k:
         name = "Nk=%d" % nk
-        anchors, equal = time_anchors(gpu, args, nk)
+        anchor_rows, equal = time_anchors(gpu, args, nk)
         if not equal:
             failures += 1
             note("%s: FAILED: a CUDA graph's outputs differ from the eager calls'" % name)
         runs = anchors_elsewhere(args, nk) if args.anchor_processes > 1 else []
-        for row in anchors:
+        for row in anchor_rows:
             if row["status"] == "ok":
                 if runs:
-                    cd.fastest_process(row, runs)
-                row["tflops"] = 4.0 * args.heads * args.seq_q * nk * args.dim / (row["median_ms"] * 1e-3) / 1e12
-            cd.add_rates(row, copy_gbps)
+                    anchors.fastest_process(row, runs)
+                row["tflops"] = decoding.decode_tflops(row)
+            decoding.add_rates(row, copy_gbps)
             rows.append(row)
             said = ("%.2f us, %.0f %% of copy" % (1e3 * row["median_ms"], 100 * row["of_copy"]) if row["status"] == "ok"
                     else row["status"] + " " + row["note"][:100])
@@ -197,18 +190,18 @@ def main(argv=None):
         try:
             json_path = os.path.join(folder, "stream.json")
             cmd = [args.exe, "--layers", str(args.layers), "--reps", str(args.reps), "--json", json_path, str(nk)]
-            code, output, stage_rows = cd.stage_results(args, cmd, json_path)
+            code, output, stage_rows = cli.stage_results(cmd, json_path, args.stage_timeout)
             if code != 0 or not stage_rows:
                 failures += 1
-                note("%s: step11_stream FAILED (exit %s)\n%s" % (name, code, cp.tail(output)))
+                note("%s: step11_stream FAILED (exit %s)\n%s" % (name, code, cli.tail(output)))
             for row in stage_rows:
-                cd.add_rates(row, copy_gbps)
+                decoding.add_rates(row, copy_gbps)
                 rows.append(row)
-                best = best_of(anchors, graph=not row["variant"].endswith("_alone"))
+                best = best_of(anchor_rows, graph=not row["variant"].endswith("_alone"))
                 if row.get("status") == "ok" and best:
                     row["vs_best_sdpa"] = best["median_ms"] / row["median_ms"]
                     row["best_sdpa"] = best["variant"]
-                note("%s: 10 %-26s %.2f us, %.0f %% of copy%s" % (
+                note("%s: 11 %-26s %.2f us, %.0f %% of copy%s" % (
                     name, row["variant"], 1e3 * row["median_ms"], 100 * row["of_copy"],
                     ", %.2fx %s" % (row["vs_best_sdpa"], row["best_sdpa"]) if "vs_best_sdpa" in row else ""))
         finally:
@@ -216,7 +209,7 @@ def main(argv=None):
         write()
 
     write()
-    return cd.finish(PROG, "decoding steps back to back: stage 11 against SDPA in a CUDA graph (copy %.0f GB/s)" % copy_gbps,
+    return cli.finish(PROG, "decoding steps back to back: stage 11 against SDPA in a CUDA graph (copy %.0f GB/s)" % copy_gbps,
                      summary, rows, args.json, failures, "check(s) failed")
 
 

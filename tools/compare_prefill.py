@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """compare_prefill.py — a prompt's first pass with grouped heads, alone and as a packed batch of
-different lengths: PyTorch beside stage 11's executable, as rows of one results file.
+different lengths: PyTorch beside stage 12's executable, as rows of one results file.
 
-    compare_prefill.py --exe build/steps/11_decoding/step11_decoding --json OUT.json
+    compare_prefill.py --exe build/steps/12_variable_lengths/step12_variable_lengths --json OUT.json
                        [--seq 4k,16k] [--seq-lens 1k,2k,3k,4k,6k,8k,12k,16k] [--heads 32] [--heads-kv 8]
                        [--dim 128] [--dtype bfloat16] [--causal both|yes|no] [--backends flash,cudnn]
                        [--reps 20] [--warmup 3] [--seed 0] [--commit SHA]
@@ -13,8 +13,8 @@ Per case, in one process and one run (every row B = 1 for --seq, one packed batc
   * grouped prefill, Nq = Nk = N (SDPA's top-left causal mask is then the course's bottom-right):
     "sdpa_<backend>": scaled_dot_product_attention(q, k, v, is_causal, enable_gqa=True) with one
     backend forced at a time, Q [1, Hq, N, D], K, V [1, Hkv, N, D]; the stage's
-    `--prefill --seq N` rows (prefill, prefill_repeated) merged unchanged.
-  * a packed batch of the lengths L_s (the stage's `--prefill --seq-lens`), three ways PyTorch runs it:
+    `--seq N` rows (prefill, prefill_repeated) merged unchanged.
+  * a packed batch of the lengths L_s (the stage's `--seq-lens`), three ways PyTorch runs it:
       "sdpa_<backend>_padded": the sequences padded at their end to the longest, [B, Hq, Lmax, D],
         one call with enable_gqa=True. Causal, the padding needs no mask (a real query sees only
         keys before it); not causal, a key-padding mask (attn_mask), which some backends refuse
@@ -29,12 +29,11 @@ Per case, in one process and one run (every row B = 1 for --seq, one packed batc
 FLOPs, as the course counts them, are the real work alone, each sequence on its own (4·H·L²·D,
 halved when causal, as the stage's rows count them): a padded call is charged its useful FLOPs, so
 its TFLOP/s shows the padding's cost.
-Times: as compare_decode.py (its timer: the L2 flushed by reading before each call, CUDA events,
+Times: as compare_decode.py (flashcourse.anchors.timed: the L2 flushed by reading before each call, CUDA events,
 the median of --reps after --warmup).
 The results file is written after every case. Exit: 0 when every stage run exited 0 and the
 anchors agreed; 1 otherwise; 2 bad usage.
 """
-import datetime
 import math
 import os
 import shutil
@@ -42,8 +41,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare_pytorch as cp  # noqa: E402  (arguments, the results writer, PyTorch on the GPU)
-import compare_decode as cd  # noqa: E402  (the timer, a stage run with a time limit)
+from flashcourse import cli  # noqa: E402
+from flashcourse.anchors import gpu_setup, timed  # noqa: E402
+from flashcourse.results import new_document, write_results  # noqa: E402
 
 PROG = "compare_prefill.py"
 AGREE = {"bfloat16": 2.0 ** -5, "float16": 2.0 ** -8}  # max |O_a − O_b| between two 16-bit anchors
@@ -151,12 +151,12 @@ def self_test_torch():
 # ---- the run ---------------------------------------------------------------------------------------
 
 def parse_args(argv):
-    ap = cd.stage10_parser(PROG, "grouped prefill and packed batches beside PyTorch", backends="flash,cudnn",
-                           reps=20, warmup=3)
-    ap.add_argument("--seq", default="4k,16k", type=cp.sizes)
-    ap.add_argument("--seq-lens", default="1k,2k,3k,4k,6k,8k,12k,16k", type=cp.sizes)
+    ap = cli.grouped_stage_parser(PROG, "grouped prefill and packed batches beside PyTorch", "11",
+                                  backends="flash,cudnn", reps=20, warmup=3)
+    ap.add_argument("--seq", default="4k,16k", type=cli.sizes)
+    ap.add_argument("--seq-lens", default="1k,2k,3k,4k,6k,8k,12k,16k", type=cli.sizes)
     ap.add_argument("--causal", default="both", choices=("both", "yes", "no"))
-    return cd.parsed(ap, argv)
+    return cli.parse_grouped(ap, argv)
 
 
 def anchor_row(variant, args, lengths, causal, packed):
@@ -177,7 +177,7 @@ def main(argv=None):
         return self_test()
     if argv == ["--self-test-torch"]:
         return self_test_torch()
-    args, gpu = cd.start(PROG, parse_args, argv)
+    args, gpu = cli.start(PROG, parse_args, argv, gpu_setup)
     if args is None:
         return gpu
     torch, sdpa_kernel, backend_of, wanted, dtype = gpu.torch, gpu.sdpa_kernel, gpu.backend_of, gpu.wanted, gpu.dtype
@@ -192,16 +192,13 @@ def main(argv=None):
         print(line, flush=True)
 
     def write():
-        doc = {"schema": "flash-course-results/2", "stage": "anchor", "command": " ".join([PROG] + argv),
-               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "git_commit": commit, "device": device, "results": rows}
-        cp.write_results(args.json, doc)
+        write_results(args.json, new_document("anchor", " ".join([PROG] + argv), commit, device), rows)
 
     def time_anchor(row, call):
         """Times call() into row (its first output returned), or marks the row skipped with the reason."""
         try:
             out = call()
-            med, lo, hi = cd.timed(torch, call, args.reps, args.warmup, flush)
+            med, lo, hi = timed(torch, call, args.reps, args.warmup, flush)
             row.update(median_ms=med, min_ms=lo, max_ms=hi, reps=args.reps, git_commit=commit, device=prop.name)
             row["tflops"] = row["flops"] / (med * 1e-3) / 1e12
             return out
@@ -214,14 +211,14 @@ def main(argv=None):
         folder = tempfile.mkdtemp(prefix="compare_prefill_")
         try:
             json_path = os.path.join(folder, "stage.json")
-            cmd = [args.exe, "--prefill", "--heads", str(args.heads), "--heads-kv", str(args.heads_kv), "--dim",
+            cmd = [args.exe, "--heads", str(args.heads), "--heads-kv", str(args.heads_kv), "--dim",
                    str(args.dim), "--dtype", args.dtype, "--reps", str(args.reps), "--warmup", str(args.warmup),
                    "--json", json_path] + extra
             torch.cuda.empty_cache()
-            code, output, stage_rows = cd.stage_results(args, cmd, json_path)
+            code, output, stage_rows = cli.stage_results(cmd, json_path, args.stage_timeout)
             if code != 0 or not stage_rows:
                 failures += 1
-                note("%s: stage FAILED (exit %s)\n%s" % (name, code, cp.tail(output)))
+                note("%s: stage FAILED (exit %s)\n%s" % (name, code, cli.tail(output)))
             return stage_rows
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -232,10 +229,10 @@ def main(argv=None):
             print("%-22s %s: %s" % (r["variant"], name, "%.3f ms, %.0f TFLOP/s" % (r["median_ms"], r["tflops"])
                                      if r["status"] == "ok" else r["status"] + " " + r["note"][:100]), flush=True)
         for r in stage_rows:
-            if r.get("status") == "ok" and r.get("stage") == "11" and best:
+            if r.get("status") == "ok" and r.get("stage") == "12" and best:
                 r["vs_best_anchor"] = best["median_ms"] / r["median_ms"]
                 r["best_anchor"] = best["variant"]
-                note("%s: 10 %-17s %.3f ms, %.0f TFLOP/s, %.2fx %s" % (name, r["variant"], r["median_ms"], r["tflops"],
+                note("%s: 11 %-17s %.3f ms, %.0f TFLOP/s, %.2fx %s" % (name, r["variant"], r["median_ms"], r["tflops"],
                                                                       r["vs_best_anchor"], best["variant"]))
 
     gen = torch.Generator(device="cuda")
@@ -323,7 +320,7 @@ def main(argv=None):
         write()
 
     write()
-    return cd.finish(PROG, "stage 11's prefill against PyTorch", summary, rows, args.json, failures,
+    return cli.finish(PROG, "stage 12's prefill against PyTorch", summary, rows, args.json, failures,
                      "stage run(s) failed or anchors disagreed")
 
 

@@ -27,8 +27,8 @@ dO, dQ, dK, dV for bwd; the LSE is internal to each backend and counts as extra)
 refuses the case is a `skipped` row with its reason, an out-of-memory run an `oom` row. The anchors
 are not verified (verified: false).
 
-The stage. With --stage-exe (repeatable, or a comma list: stage 07 now, 08 and 09 later), for every
-forward case it also
+The stage. With --stage-exe (repeatable, or a comma list: stages 07 and 09 forward, 08 backward),
+for every case it also
   1. saves Q, K, V into a temporary folder as q.npy, k.npy, v.npy, [B, H, N, D], as the stages'
      --load reads them: float16 as float16 ('<f2'); bfloat16 as float32 arrays holding exactly the
      bf16 values (the course's reader takes float32 and float16; --dtype bfloat16 then rounds them
@@ -42,8 +42,9 @@ forward case it also
   3. compares the stage's O with PyTorch's: the output of the first backend that ran, in the order
      flash, cudnn, efficient, math, and both with a reference computed here by torch on the same
      inputs, softmax(Q·Kᵀ·scale + mask)·V in --ref-dtype (float64 by default, in chunks of rows to
-     bound its memory; TF32 off). The bound is the course's tolerance rule (docs/tolerance.md) with
-     PyTorch's backend in the place of the plain implementation: with e = max|torch − ref| and
+     bound its memory; TF32 off). The bound is the course's tolerance rule (docs/tolerance.md,
+     flashcourse/tolerance.py) with PyTorch's backend in the place of the plain implementation:
+     with e = max|torch − ref| over the finite pairs and
      u the unit roundoff of the dtype (float32 2⁻²⁴, float16 2⁻¹¹, bfloat16 2⁻⁸), an element
      passes when ours == ref or |ours − ref| <= 4·e + 4u·max|ref| + 4u·|ref|; the case is ok when
      every element passes (NaN and Inf fail). LSE: against the reference's, with the same rule
@@ -62,180 +63,40 @@ fields. With --stage-exe, give one pass: the stage's.
 
 A smoke test: --quick (N = 200 and 1000, 2k tokens, 3 reps, 1 warm-up; any option given overrides).
 
-The H100 comparison of stage 07 (issue 11; 12 cases, a few minutes):
+The comparison of stage 07 behind chapter 07's figures (12 cases, a few minutes on an H100):
     python3 tools/compare_pytorch.py --json $OUT/compare_07_h100.json \\
         --stage-exe build-gpu/steps/07_tensor_cores/step07_tensor_cores --dtype bfloat16 \\
         --dim 64,128 --causal both --pass fwd --seq 1k,4k,16k --commit SHA
-and of stage 08 (issue 12), the same with --pass bwd and
+and of stage 08 (chapter 08), the same with --pass bwd and
         --stage-exe build-gpu/steps/08_tensor_core_backward/step08_tensor_core_backward
 
 Exit codes: 0 written and every comparison ok; 1 written, but a stage run failed (its exit code was
 not 0, it wrote no results, no row of its own ran) or a comparison failed; 2 bad usage, no PyTorch
 or no CUDA device.
 """
-import argparse
-import ast
-import ctypes
-import datetime
-import json
 import math
 import os
 import shlex
 import shutil
-import statistics
-import struct
-import subprocess
 import sys
 import tempfile
 
-BACKENDS = ("flash", "cudnn", "efficient", "math")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashcourse.anchors import BACKENDS, device_header, make_inputs, measure, torch_on_gpu  # noqa: E402
+from flashcourse.cli import OneLineParser, UsageError, run_command, sizes, tail  # noqa: E402
+from flashcourse.npy import load_output, save_inputs  # noqa: E402
+from flashcourse.reference import (dtypes_of, flash_lse, judge, reference_attention,  # noqa: E402
+                                   reference_gradients)
+from flashcourse.results import (ResultsError, case_key, git_commit, json_safe, merge_stage_rows,  # noqa: E402
+                                 new_document, read_results, write_results)
+from flashcourse.tolerance import UNIT_ROUNDOFF, compare_arrays, unravel  # noqa: E402
+
 PROG = "compare_pytorch.py"
-# The unit roundoff of each dtype (fa/dtype.hpp's unit_roundoff).
-UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
-PLAIN_ERROR_MULTIPLE = 4.0  # kPlainErrorMultiple of fa/verify.hpp
 QUICK = {"seq": "200,1000", "tokens": "2k", "reps": 3, "warmup": 1}
 DEFAULTS = {"seq": "512,1k,2k,4k,8k,16k", "tokens": "16k", "reps": 20, "warmup": 5}
-# What a stage's --save writes for each pass (the backward's files are for stage 08).
-SAVED = {"fwd": ("o", "lse"), "bwd": ("o", "lse", "dq", "dk", "dv")}
-# The fields that say which case a row is: two rows with the same key are the same measurement.
-CASE_KEY = ("stage", "variant", "pass", "dtype", "dim", "causal", "batch", "heads", "heads_kv", "seq_q", "seq_k")
 
 
-class UsageError(Exception):
-    """Bad usage: one line on stderr, exit 2."""
-
-
-# ---- pure Python: sizes, .npy files, the tolerance rule, rows (tested by test_compare_pytorch.py) ----
-
-def sizes(text):
-    out = []
-    for part in text.split(","):
-        part = part.strip().lower()
-        if not part:
-            continue
-        mult = 1024 if part.endswith("k") else 1
-        try:
-            value = int(part.rstrip("k")) * mult
-        except ValueError:
-            raise UsageError("not a size: %r (e.g. 512, 4k)" % part) from None
-        if value < 1:
-            raise UsageError("sizes must be positive, got %r" % part)
-        out.append(value)
-    if not out:
-        raise UsageError("an empty list of sizes: %r" % text)
-    return out
-
-
-def visible_pairs(nq, nk, causal):
-    """Query-key pairs a row sees: all, or under the bottom-right causal mask j <= i + nk - nq."""
-    if not causal:
-        return nq * nk
-    return sum(max(0, min(nk, i + nk - nq + 1)) for i in range(nq))
-
-
-def npy_descr(dtype_name):
-    """The .npy element type in which a stage's --load gets a tensor of this dtype: bfloat16 goes as
-    float32 holding the bf16 values exactly (the course's reader takes float32 and float16 only)."""
-    return {"float16": "<f2", "bfloat16": "<f4", "float32": "<f4"}[dtype_name]
-
-
-def npy_header(descr, shape):
-    """The preamble and header of a version 1.0 .npy file, as np.save writes them."""
-    dims = ", ".join(str(int(n)) for n in shape) + ("," if len(shape) == 1 else "")
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, dims)
-    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"  # data on a 64-byte boundary
-    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1")
-
-
-def write_npy(path, descr, shape, data):
-    """Writes raw little-endian C-order data (bytes-like) as a .npy file."""
-    count = 1
-    for n in shape:
-        count *= int(n)
-    size = {"<f2": 2, "<f4": 4, "<f8": 8}[descr]
-    if len(data) != count * size:
-        raise ValueError("%s: %d bytes of data for shape %s of %s" % (path, len(data), tuple(shape), descr))
-    with open(path, "wb") as f:
-        f.write(npy_header(descr, shape))
-        f.write(data)
-
-
-def read_npy(path):
-    """(descr, shape, raw data bytes) of a C-order .npy file, any format version."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:6] != b"\x93NUMPY" or len(data) < 10:
-        raise ValueError("%s: not a .npy file" % path)
-    if data[6] == 1:
-        (hlen,), start = struct.unpack("<H", data[8:10]), 10
-    else:
-        (hlen,), start = struct.unpack("<I", data[8:12]), 12
-    header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
-    if header.get("fortran_order"):
-        raise ValueError("%s: Fortran order" % path)
-    shape = tuple(header["shape"])
-    count = 1
-    for n in shape:
-        count *= n
-    body = data[start + hlen:]
-    size = {"<f2": 2, "<f4": 4, "<f8": 8}.get(header["descr"])
-    if size is None:
-        raise ValueError("%s: element type %r (expected <f2, <f4 or <f8)" % (path, header["descr"]))
-    if len(body) != size * count:
-        raise ValueError("%s: %d data bytes for shape %s of %s" % (path, len(body), shape, header["descr"]))
-    return header["descr"], shape, body
-
-
-def tolerance(plain_error, max_ref, u):
-    """(atol, rtol) of the course's rule (docs/tolerance.md): an element passes when got == ref or
-    |got - ref| <= atol + rtol·|ref|, with atol = 4·e + 4u·max|ref| and rtol = 4u, where e is the
-    error of the comparison implementation (here PyTorch's backend) against the same reference."""
-    return PLAIN_ERROR_MULTIPLE * plain_error + 4.0 * u * max_ref, 4.0 * u
-
-
-def _count(a):
-    return a.numel() if hasattr(a, "numel") else a.size  # torch, numpy
-
-
-def max_finite_abs(xp, a):
-    """max |a| over its finite elements (0 for none), for NumPy and PyTorch alike."""
-    finite = xp.where(xp.isfinite(a), a, xp.zeros_like(a))
-    return float(abs(finite).max()) if _count(a) else 0.0
-
-
-def compare_arrays(xp, got, ref, atol, rtol):
-    """The rule on whole arrays, for NumPy (xp = numpy) and PyTorch (xp = torch) alike: an element
-    passes when got == ref (an LSE of -inf where a row sees no key) or |got - ref| <= atol +
-    rtol·|ref|, so that NaN and Inf fail. Returns max_abs (max |got - ref|, NaN if any is NaN),
-    rel_frobenius (‖got − ref‖ / ‖ref‖ over the finite ref), bad (the count of failing elements) and
-    first_bad (the flat index of the first, or None)."""
-    if tuple(got.shape) != tuple(ref.shape):
-        raise ValueError("shapes differ: %s and %s" % (tuple(got.shape), tuple(ref.shape)))
-    equal = got == ref
-    diff = abs(got - ref)
-    diff = xp.where(equal, xp.zeros_like(diff), diff)  # -inf == -inf: no error (and no NaN)
-    finite = xp.isfinite(ref)
-    finite_ref = xp.where(finite, ref, xp.zeros_like(ref))
-    # NaN compares false: it fails; an infinite ref is matched only by itself.
-    good = equal | (finite & (diff <= atol + rtol * abs(finite_ref)))
-    bad_mask = ~good
-    bad = int(bad_mask.sum())
-    norm_ref = float((finite_ref * finite_ref).sum()) ** 0.5
-    norm_diff = float((diff * diff).sum()) ** 0.5
-    first = int(bad_mask.reshape(-1).nonzero()[0][0]) if bad else None
-    return {"max_abs": float(diff.max()) if _count(diff) else 0.0,
-            "rel_frobenius": norm_diff / norm_ref if norm_ref > 0 else (0.0 if norm_diff == 0 else math.inf),
-            "bad": bad, "first_bad": first}
-
-
-def unravel(index, shape):
-    """A flat C-order index as a list of indices into shape."""
-    out = []
-    for n in reversed(shape):
-        out.append(index % n)
-        index //= n
-    return list(reversed(out))
-
+# ---- pure Python: the stage's command line, which backend is compared, the printed lines (test_flashcourse.py) ----
 
 def comparison_backend(torch_rows):
     """The PyTorch output ours is compared with: the first ok one in the order flash, cudnn,
@@ -254,65 +115,6 @@ def stage_command(exe, dtype_name, causal, load_dir, save_dir, json_path, reps, 
     if variant:
         cmd += ["--variant", variant]
     return cmd + list(extra)
-
-
-def case_key(row):
-    return tuple(row.get(k) for k in CASE_KEY)
-
-
-def merge_stage_rows(out_rows, stage_doc, seen, variant=None):
-    """Appends the rows of a stage's results document to out_rows unchanged, except that a row of a
-    case already merged (seen: case keys) is dropped, e.g. the previous stage's comparison row that
-    every run of the stage writes again. Returns the row whose output the stage's --save wrote: its
-    first ok row of its own stage (of `variant` when given), or None when none ran."""
-    own_stage = stage_doc.get("stage")
-    saved = None
-    for row in stage_doc.get("results", []):
-        if not isinstance(row, dict):
-            continue
-        mine = row.get("stage") == own_stage and (variant is None or row.get("variant") == variant)
-        if saved is None and mine and row.get("status") == "ok":
-            saved = row
-        k = case_key(row)
-        if k in seen and row is not saved:
-            continue
-        seen.add(k)
-        out_rows.append(row)
-    return saved
-
-
-def finite_or_none(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def json_safe(obj):
-    """NaN and Inf as null, as the C++ writer writes them (JSON has neither)."""
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return finite_or_none(obj)
-
-
-def write_results(path, doc):
-    """One row per line, as the stages write them (diffs of committed files stay readable); a list in
-    the header one item per line."""
-    parts = []
-    for k, v in doc.items():
-        if k == "results":
-            continue
-        if isinstance(v, list) and v:
-            parts.append(" %s: [\n%s\n ]" % (json.dumps(k), ",\n".join("  " + json.dumps(json_safe(x)) for x in v)))
-        else:
-            parts.append(" %s: %s" % (json.dumps(k), json.dumps(json_safe(v))))
-    rows = doc["results"]
-    # Written beside, then renamed: a run stopped while writing leaves the previous whole file.
-    with open(path + ".partial", "w") as f:
-        f.write("{\n" + ",\n".join(parts) + ',\n "results": [\n' +
-                ",\n".join("  " + json.dumps(json_safe(r)) for r in rows) + "\n ]\n}\n")
-    os.replace(path + ".partial", path)
 
 
 def ratio_text(row, anchors):
@@ -336,15 +138,10 @@ def case_name(dtype_name, d, batch, heads, n, causal):
 
 # ---- the run ------------------------------------------------------------------------------------
 
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message):  # argparse prints its usage too; the course's tools print one line
-        raise UsageError(message + " (see --help)")
-
-
 def parse_args(argv):
     ap = OneLineParser(prog=PROG, description="PyTorch's SDPA backends as 'anchor' rows of a results file, and "
                        "stage executables run beside them on the same inputs, their outputs checked against "
-                       "PyTorch's (the file's docstring says it all, with the H100 command of issue 11).",
+                       "PyTorch's (the file's docstring says it all, with the commands behind the chapters).",
                        epilog="exit codes: 0 ok, 1 a stage run or an output check failed, 2 bad usage, "
                        "no PyTorch or no CUDA device")
     ap.add_argument("--json", required=True, help="the results file to write")
@@ -429,18 +226,8 @@ def main(argv=None):
     torch, sdpa_kernel, backend_of = found
     dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
-    commit = args.commit
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                                    check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            commit = "unknown"
-    prop = torch.cuda.get_device_properties(0)
-    device = {"name": prop.name, "cuda_runtime": torch.version.cuda or "", "cuda_driver": "",
-              "compute_capability": "%d.%d" % (prop.major, prop.minor), "sm_count": str(prop.multi_processor_count),
-              "memory_bytes": str(prop.total_memory), "torch": torch.__version__,
-              "cudnn": str(torch.backends.cudnn.version())}
+    commit = git_commit(args.commit)
+    device = device_header(torch)
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
     rows, stage_runs, summary = [], [], []
@@ -472,9 +259,9 @@ def main(argv=None):
                         torch_rows, torch_out = {}, {}
                         for b in wanted:
                             row, out = measure(torch, sdpa_kernel, backend_of[b], b, pass_name, inputs, batch,
-                                               heads, n, d, dtype, dtype_name, causal, args.reps, args.warmup,
+                                               heads, n, d, dtype_name, causal, args.reps, args.warmup,
                                                keep_output=compare)
-                            row.update({"device": prop.name, "cuda_runtime": device["cuda_runtime"],
+                            row.update({"device": device["name"], "cuda_runtime": device["cuda_runtime"],
                                         "cuda_driver": "", "git_commit": commit})
                             rows.append(row)
                             seen.add(case_key(row))
@@ -509,9 +296,7 @@ def main(argv=None):
                     del inputs
                     torch.cuda.empty_cache()
 
-    doc = {"schema": "flash-course-results/2", "stage": "anchor", "command": " ".join(sys.argv),
-           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "git_commit": commit, "device": device}
+    doc = new_document("anchor", " ".join(sys.argv), commit, device)
     if exes:
         doc["stage_runs"] = stage_runs
     doc["results"] = rows
@@ -525,247 +310,6 @@ def main(argv=None):
         print("%s: FAIL: %d stage run(s) failed or disagreed with PyTorch" % (PROG, failures))
         return 1
     return 0
-
-
-def torch_on_gpu(prog):
-    """(torch, sdpa_kernel, the SDPA backend of each name) when PyTorch and a CUDA device are here;
-    otherwise None, after printing why as one line (compare_decode.py uses it too)."""
-    try:
-        import torch
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print("%s: error: needs PyTorch (%s)" % (prog, e), file=sys.stderr)
-        return None
-    if not torch.cuda.is_available():
-        print("%s: error: no CUDA device" % prog, file=sys.stderr)
-        return None
-    return torch, sdpa_kernel, {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-                                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
-
-
-def dtypes_of(torch):
-    return {"float64": torch.float64, "float32": torch.float32}
-
-
-def make_inputs(torch, shape, dtype, seed, with_do):
-    """Q, K, V (and dO) of one case, drawn in that order from one seeded generator on the GPU."""
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
-    d_o = torch.randn(shape, device="cuda", dtype=dtype, generator=gen) if with_do else None
-    return q, k, v, d_o
-
-
-def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, n, d, dtype, dtype_name, causal,
-            reps, warmup, keep_output=False):
-    """One backend on one case: its row, and (keep_output, forward, ok) its output O."""
-    flops_fwd = 4.0 * batch * heads * d * visible_pairs(n, n, causal)
-    flops = flops_fwd * (2.5 if pass_name == "bwd" else 1.0)
-    row = {"stage": "anchor", "variant": "sdpa_" + name, "pass": pass_name, "batch": batch, "heads": heads,
-           "heads_kv": heads, "seq_q": n, "seq_k": n, "dim": d, "dtype": dtype_name, "causal": causal,
-           "scale": 1.0 / math.sqrt(d), "status": "ok", "note": "", "median_ms": None, "min_ms": None,
-           "max_ms": None, "reps": 0, "tflops": None, "gbps": None, "flops": flops, "peak_bytes": None,
-           "extra_bytes": None, "driver_bytes": None, "reference": "", "verified": False,
-           "verification_ok": None, "verification": ""}
-    if inputs is None:
-        row.update(status="oom", note="the inputs do not fit")
-        return row, None
-    q0, k0, v0, d_o = inputs
-    element = q0.element_size()
-    numel = q0.numel()
-    inputs_bytes = (3 + (pass_name == "bwd")) * numel * element  # Q K V (+ dO), allocated before the base
-    tensors = 4 * numel * element * (2 if pass_name == "bwd" else 1)  # Q K V O (+ dO dQ dK dV)
-    torch.cuda.empty_cache()
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    out = None
-    try:
-        bwd = pass_name == "bwd"
-        # Leaves sharing the inputs' storage, so that the backward has gradients to make.
-        q, k, v = (t.detach().requires_grad_(bwd) for t in (q0, k0, v0))
-        with sdpa_kernel(backend):
-            def forward():
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-            if not bwd:
-                call = forward
-                call()
-            else:
-                o = forward()
-
-                def call():
-                    for t in (q, k, v):
-                        t.grad = None
-                    o.backward(d_o, retain_graph=True)
-                call()
-            times = []
-            for i in range(warmup + reps):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                call()
-                end.record()
-                end.synchronize()
-                if i >= warmup:
-                    times.append(start.elapsed_time(end))
-            torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated() - base + inputs_bytes
-            if keep_output and not bwd:
-                with torch.no_grad():
-                    out = forward()  # untimed, after the memory was read
-            elif keep_output:  # untimed: O and the gradients, once more
-                for t in (q, k, v):
-                    t.grad = None
-                o.backward(d_o, retain_graph=True)
-                out = (o.detach().clone(), q.grad.clone(), k.grad.clone(), v.grad.clone())
-        if bwd:
-            del o
-            for t in (q, k, v):
-                t.grad = None
-    except torch.cuda.OutOfMemoryError as e:
-        row.update(status="oom", note=str(e).split("\n")[0][:200])
-        return row, None
-    except RuntimeError as e:  # a backend that does not take this case says so here
-        row.update(status="skipped", note=str(e).split("\n")[0][:200])
-        return row, None
-    median = statistics.median(times)
-    # The minimum bytes, as Problem::bytes_min: fwd reads Q, K, V and writes O, LSE; bwd reads Q, K, V, O,
-    # dO, LSE and writes dQ, dK, dV (LSE in float32).
-    lse = batch * heads * n * 4
-    io = (4 if pass_name == "fwd" else 8) * numel * element + lse
-    row.update(median_ms=median, min_ms=min(times), max_ms=max(times), reps=len(times),
-               tflops=flops / (median * 1e-3) / 1e12, gbps=io / (median * 1e-3) / 1e9, peak_bytes=int(peak),
-               extra_bytes=int(max(0, peak - tensors)))
-    return row, out
-
-
-def reference_attention(torch, q, k, v, causal, scale, dtype, budget_bytes=1 << 30):
-    """O [B,H,Nq,D] and LSE [B,H,Nq] in `dtype` from the definition, softmax(Q·Kᵀ·scale + mask)·V with
-    the bottom-right causal mask, in chunks of heads and rows so that the scores of one chunk stay
-    under budget_bytes. A row that sees no key: O = 0, LSE = -inf. TF32 is off while it runs."""
-    b, h, nq, d = q.shape
-    nk = k.shape[2]
-    bh = b * h
-    qf, kf, vf = (t.reshape(bh, t.shape[2], d) for t in (q, k, v))
-    o = torch.empty((bh, nq, d), dtype=dtype, device=q.device)
-    lse = torch.empty((bh, nq), dtype=dtype, device=q.device)
-    per_row = nk * torch.empty((), dtype=dtype).element_size() * 2  # the scores and one temporary
-    rows = max(1, min(nq, budget_bytes // per_row))
-    heads = max(1, min(bh, budget_bytes // (per_row * nq))) if rows == nq else 1
-    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        with torch.no_grad():
-            cols = torch.arange(nk, device=q.device).unsqueeze(0)
-            for h0 in range(0, bh, heads):
-                h1 = min(bh, h0 + heads)
-                kk, vv = kf[h0:h1].to(dtype), vf[h0:h1].to(dtype)
-                for r0 in range(0, nq, rows):
-                    r1 = min(nq, r0 + rows)
-                    s = torch.matmul(qf[h0:h1, r0:r1].to(dtype), kk.transpose(-1, -2))
-                    s.mul_(scale)
-                    if causal:
-                        i = torch.arange(r0, r1, device=q.device).unsqueeze(1)
-                        s.masked_fill_(cols > i + (nk - nq), -math.inf)
-                    m = s.amax(dim=-1, keepdim=True)
-                    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-                    s.sub_(m).exp_()
-                    ssum = s.sum(dim=-1, keepdim=True)
-                    po = torch.matmul(s, vv)
-                    o[h0:h1, r0:r1] = torch.where(ssum > 0, po / ssum, torch.zeros_like(po))
-                    lse[h0:h1, r0:r1] = (m + torch.log(ssum)).squeeze(-1)
-                    del s, po
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
-    return o.reshape(b, h, nq, d), lse.reshape(b, h, nq)
-
-
-def reference_gradients(torch, q, k, v, d_o, causal, scale, dtype):
-    """O, LSE [B,H,Nq], dQ, dK, dV in `dtype` from the definition, by autograd one head at a time
-    (the scores of one head, N², a few times over: 8 GiB in float64 at N = 16k). A row that sees no
-    key: O = 0, LSE = -inf, and it adds nothing to any gradient. TF32 is off while it runs."""
-    b, h, nq, d = q.shape
-    nk = k.shape[2]
-    o, dq = (torch.empty((b, h, nq, d), dtype=dtype, device=q.device) for _ in range(2))
-    lse = torch.empty((b, h, nq), dtype=dtype, device=q.device)
-    dk, dv = (torch.empty((b, h, nk, d), dtype=dtype, device=q.device) for _ in range(2))
-    saved_tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        cols = torch.arange(nk, device=q.device).unsqueeze(0)
-        rows = torch.arange(nq, device=q.device).unsqueeze(1)
-        for bi in range(b):
-            for hi in range(h):
-                qq, kk, vv = (t[bi, hi].to(dtype).requires_grad_(True) for t in (q, k, v))
-                s = torch.matmul(qq, kk.transpose(0, 1)) * scale
-                if causal:
-                    s = s.masked_fill(cols > rows + (nk - nq), -math.inf)
-                m = torch.logsumexp(s, dim=-1, keepdim=True)
-                seen = torch.isfinite(m)
-                p = torch.where(seen, torch.exp(s - torch.where(seen, m, torch.zeros_like(m))), torch.zeros_like(s))
-                oo = torch.matmul(p, vv)
-                oo.backward(d_o[bi, hi].to(dtype))
-                o[bi, hi], lse[bi, hi] = oo.detach(), m.detach().squeeze(-1)
-                dq[bi, hi], dk[bi, hi], dv[bi, hi] = qq.grad, kk.grad, vv.grad
-                del qq, kk, vv, s, m, p, oo
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved_tf32
-    return o, lse, dq, dk, dv
-
-
-def flash_lse(torch, q, k, v, causal, scale):
-    """PyTorch's flash backend's LSE [B,H,Nq] (float32), through its private op; None where this
-    PyTorch has no such op or it refuses the case."""
-    try:
-        with torch.no_grad():
-            if q.device.type == "cpu":  # PyTorch's CPU build of the flash kernel (for tests without a GPU)
-                res = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
-            else:
-                res = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
-        lse = res[1]
-        nq = q.shape[2]
-        if lse.dim() != 3 or lse.shape[2] < nq:
-            return None
-        return lse[..., :nq].float()
-    except (AttributeError, RuntimeError, TypeError):
-        return None
-
-
-def tensor_bytes(t):
-    """The raw bytes of a tensor (copied to the host, contiguous), without NumPy."""
-    t = t.detach().contiguous().cpu()
-    return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
-
-
-def save_inputs(torch, folder, inputs, dtype_name):
-    descr = npy_descr(dtype_name)
-    for name, t in zip(("q", "k", "v", "do"), inputs):
-        if t is None:  # no dO: a forward case
-            continue
-        # bfloat16 -> float32 is exact: the file holds the bf16 values, which the stage's
-        # --dtype bfloat16 rounds back to themselves.
-        t = t.float() if descr == "<f4" else t.half()
-        write_npy(os.path.join(folder, name + ".npy"), descr, tuple(t.shape), tensor_bytes(t))
-
-
-def load_output(torch, path, shape):
-    descr, file_shape, body = read_npy(path)
-    if tuple(file_shape) != tuple(shape):
-        raise ValueError("%s has shape %s, expected %s" % (os.path.basename(path), tuple(file_shape), tuple(shape)))
-    dtype = {"<f2": torch.float16, "<f4": torch.float32, "<f8": torch.float64}[descr]
-    return torch.frombuffer(bytearray(body), dtype=dtype).reshape(shape)
-
-
-def judge(torch, got, ref, plain, u):
-    """The rule against ref, with e = max|plain - ref| (plain None: e = 0). On the GPU, in float64."""
-    ref = ref.to(torch.float64)
-    got = got.to(device=ref.device, dtype=torch.float64)
-    e = 0.0
-    if plain is not None:
-        e = compare_arrays(torch, plain.to(device=ref.device, dtype=torch.float64), ref, 0.0, 0.0)["max_abs"]
-    atol, rtol = tolerance(e, max_finite_abs(torch, ref), u)
-    res = compare_arrays(torch, got, ref, atol, rtol)
-    res.update(plain_error=e, atol=atol, rtol=rtol)
-    return res
 
 
 def run_stage_case(torch, args, exe, variant, extra, inputs, dtype_name, causal, name, ref, torch_rows, torch_out,
@@ -783,12 +327,7 @@ def run_stage_case(torch, args, exe, variant, extra, inputs, dtype_name, causal,
         cmd = stage_command(exe, dtype_name, causal, in_dir, out_dir, json_path, args.reps, args.warmup, variant,
                             extra)
         result["run"]["command"] = " ".join(shlex.quote(c) for c in cmd)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.stage_timeout)
-            code, output = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as e:
-            partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            code, output = None, "%s\ntimed out after %g s" % (partial, args.stage_timeout)
+        code, output = run_command(cmd, args.stage_timeout)
         result["run"]["exit_code"] = code
         if args.keep:
             keep = os.path.join(args.keep, "%s%s_%s" % (os.path.basename(exe), "_" + variant if variant else "",
@@ -799,11 +338,10 @@ def run_stage_case(torch, args, exe, variant, extra, inputs, dtype_name, causal,
                 f.write(result["run"]["command"] + "\n\n" + output)
         verdict = [ln for ln in output.splitlines() if ln.startswith(("PASS:", "FAIL:"))]
         try:
-            with open(json_path) as f:
-                stage_doc = json.load(f)
-        except (OSError, ValueError) as e:
-            print("%s %s: exit %s, no results file (%s); its output ends:\n%s" % (
-                label, name, code, e.__class__.__name__, tail(output)), flush=True)
+            stage_doc = read_results(json_path)
+        except ResultsError as e:
+            print("%s %s: exit %s, no results (%s); its output ends:\n%s" % (
+                label, name, code, e, tail(output)), flush=True)
             result["summary"].append("%s %s: FAILED (exit %s, no results)" % (label, name, code))
             return result
         result["device"] = stage_doc.get("device") if isinstance(stage_doc.get("device"), dict) else None
@@ -845,8 +383,7 @@ def compare_with_torch(torch, out_dir, inputs, dtype_name, ref, torch_rows, torc
     ref_o, ref_lse = ref
     backend = comparison_backend(torch_rows)
     theirs = torch_out.get(backend) if backend else None
-    u = UNIT_ROUNDOFF[dtype_name]
-    res = judge(torch, o, ref_o, theirs, u)
+    res = judge(torch, o, ref_o, theirs, dtype_name)
     out = {"backend": backend, "reference": "%s (all rows)" % ref_dtype}
     if theirs is not None:
         vs = compare_arrays(torch, o.to(torch.float64), theirs.to(torch.float64), 0.0, 0.0)
@@ -859,7 +396,7 @@ def compare_with_torch(torch, out_dir, inputs, dtype_name, ref, torch_rows, torc
     # Each backend's own error against the reference: how far apart the PyTorch outputs are.
     out["torch_errors"] = {k: compare_arrays(torch, t.to(torch.float64), ref_o.to(torch.float64), 0.0, 0.0)["max_abs"]
                            for k, t in torch_out.items()}
-    lres = judge(torch, lse, ref_lse, lse_torch, UNIT_ROUNDOFF["float32"])
+    lres = judge(torch, lse, ref_lse, lse_torch, "float32")  # LSE: float32's u
     out.update(lse_max_abs_ref=lres["max_abs"],
                lse_torch_max_abs_ref=lres["plain_error"] if lse_torch is not None else None,
                lse_ok=(lres["bad"] == 0) if lse_torch is not None else None)
@@ -874,12 +411,11 @@ def compare_gradients_with_torch(torch, out_dir, inputs, dtype_name, ref, torch_
     shape, shape_k = tuple(q.shape), tuple(inputs[1].shape)
     backend = comparison_backend(torch_rows)
     theirs = torch_out.get(backend) if backend else None
-    u = UNIT_ROUNDOFF[dtype_name]
     out = {"backend": backend, "reference": "%s autograd (all rows)" % ref_dtype, "ok": True, "gradients": {}}
     worst = None
     for i, name in ((2, "dq"), (3, "dk"), (4, "dv")):
         got = load_output(torch, os.path.join(out_dir, name + ".npy"), shape if name == "dq" else shape_k).to(q.device)
-        res = judge(torch, got, ref[i], theirs[i - 1] if theirs is not None else None, u)
+        res = judge(torch, got, ref[i], theirs[i - 1] if theirs is not None else None, dtype_name)
         g = {"max_abs_ref": res["max_abs"], "torch_max_abs_ref": res["plain_error"] if theirs is not None else None,
              "rel_frobenius_ref": res["rel_frobenius"], "atol": res["atol"], "bad": res["bad"],
              "first_bad": unravel(res["first_bad"], tuple(got.shape)) if res["first_bad"] is not None else None}
@@ -908,10 +444,6 @@ def verdict_text(c):
     if c.get("lse_ok") is False:
         text += ", LSE off by %.3g" % c["lse_max_abs_ref"]
     return ("ok: " if c["ok"] else "FAILED: ") + text
-
-
-def tail(text, lines=30):
-    return "\n".join("    " + ln for ln in (text or "").splitlines()[-lines:])
 
 
 if __name__ == "__main__":

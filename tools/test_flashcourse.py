@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""Tests of tools/compare_pytorch.py that need no GPU and no PyTorch.
+"""Tests of the flashcourse package and of the comparison scripts over it, without a GPU or PyTorch.
 
-    test_compare_pytorch.py [--stage-exe EXE] [unittest options]
+    test_flashcourse.py [--stage-exe EXE] [unittest options]
 
-The pure-Python parts: sizes, the .npy writer and reader (bfloat16 sent as float32 holding exactly
-the bf16 values; float16 as float16), the tolerance rule on whole arrays (run with NumPy, which the
-script's compare_arrays takes as it takes torch), the stage's command line, the merge of a stage's
-rows with the anchors and where the comparison goes, the results file (NaN as null, one row per
-line), and the exit code 2 of bad usage. The NumPy tests are skipped where NumPy is missing.
+The package's pure-Python parts: sizes, the .npy writer and reader (bfloat16 sent as float32 holding
+exactly the bf16 values; float16 as float16), the tolerance rule on lists and on whole arrays (with
+NumPy, which compare_arrays takes as it takes torch), the results file (written with NaN as null, one
+row per line; read back; its fields checked), the merge of a stage's rows with the anchors; and of
+the scripts: the stage's command line, where the comparison goes, the anchors timed in several
+processes, and the exit code 2 of bad usage. The NumPy tests are skipped where NumPy is missing.
+(test_tolerance_agrees.py checks the rule against the C++ one.)
 
 With --stage-exe EXE (a CPU stage, e.g. step02_cpu_online_softmax; CTest passes it where it is
 built), the command line that compare_pytorch.py gives a stage is run for real on float32 inputs
-written by its writer, and the stage's o.npy and lse.npy, read by its reader, pass the rule against
-a float64 reference computed here (NumPy), with a float32 NumPy attention in PyTorch's place.
+written by the package's writer, and the stage's o.npy and lse.npy, read by its reader, pass the rule
+against a float64 reference computed here (NumPy), with a float32 NumPy attention in PyTorch's place.
 """
 import importlib.util
 import io
@@ -28,6 +30,7 @@ from contextlib import redirect_stderr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_pytorch as cp  # noqa: E402
+from flashcourse import anchors, cli, npy, results, tolerance  # noqa: E402
 
 try:
     import numpy as np
@@ -46,16 +49,16 @@ def bf16_round(x):
 
 class Sizes(unittest.TestCase):
     def test_sizes(self):
-        self.assertEqual(cp.sizes("512,1k, 4K,16k"), [512, 1024, 4096, 16384])
+        self.assertEqual(cli.sizes("512,1k, 4K,16k"), [512, 1024, 4096, 16384])
         for bad in ("", "x", "0", "1k,-2"):
-            with self.assertRaises(cp.UsageError):
-                cp.sizes(bad)
+            with self.assertRaises(cli.UsageError):
+                cli.sizes(bad)
 
     def test_visible_pairs(self):
-        self.assertEqual(cp.visible_pairs(4, 4, False), 16)
-        self.assertEqual(cp.visible_pairs(4, 4, True), 10)
-        self.assertEqual(cp.visible_pairs(2, 4, True), 3 + 4)  # bottom-right: row 0 sees 3 keys
-        self.assertEqual(cp.visible_pairs(4, 2, True), 0 + 0 + 1 + 2)  # the first two rows see none
+        self.assertEqual(anchors.visible_pairs(4, 4, False), 16)
+        self.assertEqual(anchors.visible_pairs(4, 4, True), 10)
+        self.assertEqual(anchors.visible_pairs(2, 4, True), 3 + 4)  # bottom-right: row 0 sees 3 keys
+        self.assertEqual(anchors.visible_pairs(4, 2, True), 0 + 0 + 1 + 2)  # the first two rows see none
 
 
 class Npy(unittest.TestCase):
@@ -66,31 +69,31 @@ class Npy(unittest.TestCase):
         return os.path.join(self.dir, name)
 
     def test_descr_per_dtype(self):
-        self.assertEqual(cp.npy_descr("bfloat16"), "<f4")  # the course's reader has no bf16
-        self.assertEqual(cp.npy_descr("float16"), "<f2")
-        self.assertEqual(cp.npy_descr("float32"), "<f4")
+        self.assertEqual(npy.npy_descr("bfloat16"), "<f4")  # the course's reader has no bf16
+        self.assertEqual(npy.npy_descr("float16"), "<f2")
+        self.assertEqual(npy.npy_descr("float32"), "<f4")
 
     def test_header_alignment(self):
         for shape in [(1,), (2, 3), (32, 16, 16384, 128), ()]:
-            h = cp.npy_header("<f4", shape)
+            h = npy.npy_header("<f4", shape)
             self.assertEqual(len(h) % 64, 0)
             self.assertTrue(h.endswith(b"\n"))
 
     def test_round_trip_pure_python(self):
         values = [0.0, -1.5, 3.25, 1e-3, 65504.0, -2.0 ** -20]
-        cp.write_npy(self.path("a.npy"), "<f4", (1, 2, 3), struct.pack("<6f", *values))
-        descr, shape, body = cp.read_npy(self.path("a.npy"))
+        npy.write_npy(self.path("a.npy"), "<f4", (1, 2, 3), struct.pack("<6f", *values))
+        descr, shape, body = npy.read_npy(self.path("a.npy"))
         self.assertEqual((descr, shape), ("<f4", (1, 2, 3)))
         self.assertEqual(list(struct.unpack("<6f", body)), [struct.unpack("<f", struct.pack("<f", v))[0] for v in values])
         with self.assertRaises(ValueError):  # data that does not fill the shape
-            cp.write_npy(self.path("b.npy"), "<f4", (2, 3), struct.pack("<5f", *values[:5]))
+            npy.write_npy(self.path("b.npy"), "<f4", (2, 3), struct.pack("<5f", *values[:5]))
 
     def test_bf16_as_float32_pure_python(self):
         # The values the loader reads are the bf16 values exactly: rounding them to bf16 (what the
         # stage's --dtype bfloat16 does) changes nothing.
         values = [bf16_round(x) for x in (0.1, -1.2345, 3.0e-5, 123.456, -7.77e3, 1.0)]
-        cp.write_npy(self.path("q.npy"), cp.npy_descr("bfloat16"), (1, 1, 2, 3), struct.pack("<6f", *values))
-        _, _, body = cp.read_npy(self.path("q.npy"))
+        npy.write_npy(self.path("q.npy"), npy.npy_descr("bfloat16"), (1, 1, 2, 3), struct.pack("<6f", *values))
+        _, _, body = npy.read_npy(self.path("q.npy"))
         back = struct.unpack("<6f", body)
         self.assertEqual(list(back), values)
         self.assertEqual([bf16_round(x) for x in back], values)
@@ -103,7 +106,7 @@ class Npy(unittest.TestCase):
         x = rng.standard_normal((2, 3, 17, 8)).astype(np.float32) * 10
         bits = x.view(np.uint32).astype(np.uint64)
         bf = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
-        cp.write_npy(self.path("k.npy"), "<f4", bf.shape, bf.tobytes())
+        npy.write_npy(self.path("k.npy"), "<f4", bf.shape, bf.tobytes())
         got = np.load(self.path("k.npy"))
         self.assertEqual(got.dtype, np.float32)
         self.assertEqual(got.shape, bf.shape)
@@ -114,42 +117,42 @@ class Npy(unittest.TestCase):
     @unittest.skipIf(np is None, "NumPy is not installed")
     def test_float16_numpy(self):
         x = np.arange(24, dtype=np.float16).reshape(1, 2, 3, 4) / 7
-        cp.write_npy(self.path("v.npy"), "<f2", x.shape, x.tobytes())
+        npy.write_npy(self.path("v.npy"), "<f2", x.shape, x.tobytes())
         self.assertTrue(np.array_equal(np.load(self.path("v.npy")), x))
-        descr, shape, body = cp.read_npy(self.path("v.npy"))
+        descr, shape, body = npy.read_npy(self.path("v.npy"))
         self.assertEqual((descr, shape), ("<f2", (1, 2, 3, 4)))
         # and the reader takes what NumPy writes (its header has room to grow)
         np.save(self.path("o.npy"), x.astype(np.float32))
-        descr, shape, body = cp.read_npy(self.path("o.npy"))
+        descr, shape, body = npy.read_npy(self.path("o.npy"))
         self.assertEqual((descr, shape), ("<f4", (1, 2, 3, 4)))
         self.assertTrue(np.array_equal(np.frombuffer(body, np.float32).reshape(shape), x.astype(np.float32)))
 
 
 class Rule(unittest.TestCase):
     def test_tolerance(self):
-        atol, rtol = cp.tolerance(1e-3, 2.0, 2.0 ** -8)
+        atol, rtol = tolerance.tolerance_from_plain(1e-3, 2.0, 2.0 ** -8)
         self.assertAlmostEqual(atol, 4e-3 + 4 * 2.0 ** -8 * 2.0)
         self.assertEqual(rtol, 4 * 2.0 ** -8)
-        self.assertEqual(cp.tolerance(0.0, 0.0, 2.0 ** -24), (0.0, 4 * 2.0 ** -24))
+        self.assertEqual(tolerance.tolerance_from_plain(0.0, 0.0, 2.0 ** -24), (0.0, 4 * 2.0 ** -24))
 
     @unittest.skipIf(np is None, "NumPy is not installed")
     def test_compare_arrays(self):
         ref = np.array([[1.0, -2.0], [0.5, 0.0]])
         atol, rtol = 0.01, 0.0
-        r = cp.compare_arrays(np, ref + 0.009, ref, atol, rtol)
+        r = tolerance.compare_arrays(np, ref + 0.009, ref, atol, rtol)
         self.assertEqual((r["bad"], r["first_bad"]), (0, None))
         self.assertAlmostEqual(r["max_abs"], 0.009)
         got = ref.copy()
         got[1, 0] += 0.02
-        r = cp.compare_arrays(np, got, ref, atol, rtol)
+        r = tolerance.compare_arrays(np, got, ref, atol, rtol)
         self.assertEqual((r["bad"], r["first_bad"]), (1, 2))
-        self.assertEqual(cp.unravel(2, ref.shape), [1, 0])
+        self.assertEqual(tolerance.unravel(2, ref.shape), [1, 0])
         self.assertAlmostEqual(r["rel_frobenius"], 0.02 / math.sqrt(1 + 4 + 0.25))
         got[0, 1] = np.nan  # NaN fails, whatever the tolerance
         with np.errstate(invalid="ignore"):
-            r = cp.compare_arrays(np, got, ref, 1e9, 1e9)
+            r = tolerance.compare_arrays(np, got, ref, 1e9, 1e9)
         self.assertEqual((r["bad"], r["first_bad"]), (1, 1))
-        self.assertTrue(math.isnan(r["max_abs"]))
+        self.assertEqual(r["max_abs"], math.inf)  # as fa::compare: a non-finite mismatch is an infinite error
 
     @unittest.skipIf(np is None, "NumPy is not installed")
     def test_lse_rows_without_keys(self):
@@ -158,13 +161,13 @@ class Rule(unittest.TestCase):
 
     def lse_rows_without_keys(self):
         ref = np.array([-np.inf, 2.0, -np.inf])
-        r = cp.compare_arrays(np, np.array([-np.inf, 2.0 + 1e-7, -np.inf]), ref, 1e-6, 0.0)
+        r = tolerance.compare_arrays(np, np.array([-np.inf, 2.0 + 1e-7, -np.inf]), ref, 1e-6, 0.0)
         self.assertEqual(r["bad"], 0)  # -inf == -inf passes, and adds no NaN to the error
         self.assertAlmostEqual(r["max_abs"], 1e-7)
-        self.assertEqual(cp.max_finite_abs(np, ref), 2.0)
-        r = cp.compare_arrays(np, np.array([0.0, 2.0, -np.inf]), ref, 1e9, 1e9)
+        self.assertEqual(tolerance.max_finite_abs(np, ref), 2.0)
+        r = tolerance.compare_arrays(np, np.array([0.0, 2.0, -np.inf]), ref, 1e9, 1e9)
         self.assertEqual((r["bad"], r["first_bad"]), (1, 0))  # a finite value where -inf is right
-        r = cp.compare_arrays(np, np.array([-np.inf, np.inf, -np.inf]), ref, 1e9, 1e9)
+        r = tolerance.compare_arrays(np, np.array([-np.inf, np.inf, -np.inf]), ref, 1e9, 1e9)
         self.assertEqual(r["bad"], 1)
 
     @unittest.skipIf(np is None, "NumPy is not installed")
@@ -174,10 +177,10 @@ class Rule(unittest.TestCase):
         ref = rng.standard_normal(1000)
         u = 2.0 ** -8
         e = 0.05
-        atol, rtol = cp.tolerance(e, cp.max_finite_abs(np, ref), u)
+        atol, rtol = tolerance.tolerance_from_plain(e, tolerance.max_finite_abs(np, ref), u)
         floor = 4 * u * float(np.max(np.abs(ref))) + 4 * u * float(np.max(np.abs(ref)))
-        self.assertEqual(cp.compare_arrays(np, ref + 3 * e, ref, atol, rtol)["bad"], 0)
-        self.assertEqual(cp.compare_arrays(np, ref + 4 * e + floor + 1e-9, ref, atol, rtol)["bad"], 1000)
+        self.assertEqual(tolerance.compare_arrays(np, ref + 3 * e, ref, atol, rtol)["bad"], 0)
+        self.assertEqual(tolerance.compare_arrays(np, ref + 4 * e + floor + 1e-9, ref, atol, rtol)["bad"], 1000)
 
     def test_comparison_backend(self):
         rows = {"sdpa_flash": {"status": "skipped"}, "sdpa_cudnn": {"status": "ok"}, "sdpa_math": {"status": "ok"}}
@@ -185,6 +188,58 @@ class Rule(unittest.TestCase):
         rows["sdpa_flash"]["status"] = "ok"
         self.assertEqual(cp.comparison_backend(rows), "sdpa_flash")
         self.assertIsNone(cp.comparison_backend({"sdpa_math": {"status": "oom"}}))
+
+
+class RuleOnLists(unittest.TestCase):
+    """The rule as fa::compare applies it, element by element (pure Python)."""
+
+    def test_constants(self):
+        self.assertEqual(tolerance.tolerance_from_plain(1e-3, 2.0, "float16"), (4e-3 + 8 * 2.0 ** -11, 4 * 2.0 ** -11))
+        self.assertEqual(tolerance.tolerance_for((2e-5, 2e-5), True), (2e-4, 2e-4))
+        self.assertEqual(tolerance.tolerance_for((2e-5, 2e-5), False), (2e-5, 2e-5))
+
+    def test_compare(self):
+        r = tolerance.compare([1.0, 2.5, -math.inf], [1.0, 2.0, -math.inf], 0.1, 0.1)
+        self.assertEqual((r["bad"], r["first_bad"], r["max_abs"], r["ok"]), (1, 1, 0.5, False))
+        r = tolerance.compare([math.nan, 1.0], [0.0, 1.0], 1e9, 1e9)
+        self.assertEqual((r["bad"], r["first_bad"], r["max_abs"]), (1, 0, math.inf))
+        self.assertFalse(tolerance.compare([], [], 1.0, 1.0)["ok"])  # nothing compared is not a pass
+
+    def test_plain_error_skips_non_finite_pairs(self):
+        self.assertEqual(tolerance.plain_error([1.5, -math.inf, math.nan], [1.0, -math.inf, 3.0]), (0.5, 1.0))
+
+
+class ResultsFile(unittest.TestCase):
+    def row(self, **kw):
+        row = {k: None for k in results.ROW_FIELDS}
+        row.update(stage="11", variant="split", status="ok", verified=True, verification_ok=True, median_ms=0.05,
+                   max_abs_error=1e-3, max_rel_error=1e-2, rel_error=1e-3, error_vs_plain=1.1, peak_bytes=10,
+                   extra_bytes=0, **{"pass": "fwd"})
+        row.update(kw)
+        return row
+
+    def test_check_document(self):
+        doc = results.new_document("11", "step11 --json x", "abc", {"name": "GPU"})
+        doc["results"] = [self.row(), self.row(stage="anchor", comparison=True, verified=False, status="skipped")]
+        self.assertEqual(results.check_document(doc, "x.json", stage="11"), 2)
+        for change, text in ((dict(verification_ok=False), "verification_ok"), (dict(status="fine"), "status"),
+                             (dict(median_ms=math.nan), "median_ms"), (dict(error_vs_plain=None), "error_vs_plain")):
+            bad = dict(doc, results=[self.row(**change)])
+            with self.assertRaisesRegex(results.ResultsError, text):
+                results.check_document(bad, "x.json", stage="11")
+        with self.assertRaisesRegex(results.ResultsError, "stage"):
+            results.check_document(doc, "x.json", stage="12")
+
+    def test_read_results(self):
+        path = os.path.join(tempfile.mkdtemp(), "r.json")
+        with self.assertRaisesRegex(results.ResultsError, "not written"):
+            results.read_results(path)
+        with open(path, "w") as f:
+            f.write("{")
+        with self.assertRaisesRegex(results.ResultsError, "not valid JSON"):
+            results.read_results(path)
+        results.write_results(path, results.new_document("anchor", "c", "abc", {}), [self.row()])
+        self.assertEqual(results.read_results(path)["results"][0]["variant"], "split")
 
 
 def stage_doc(stage="07"):
@@ -210,23 +265,23 @@ class Rows(unittest.TestCase):
 
     def test_merge_unchanged_and_saved_row(self):
         rows, seen = [{"stage": "anchor", "variant": "sdpa_flash"}], set()
-        seen.add(cp.case_key(rows[0]))
+        seen.add(results.case_key(rows[0]))
         doc = stage_doc()
-        saved = cp.merge_stage_rows(rows, doc, seen)
+        saved = results.merge_stage_rows(rows, doc, seen)
         self.assertEqual(len(rows), 5)
         self.assertIs(saved, doc["results"][1])  # the first ok row of stage 07: what --save wrote
         self.assertEqual(rows[1:], doc["results"])  # merged unchanged, extra fields and all
         # A second run (--variant flash) writes the previous stage's row again: kept once.
         doc2 = stage_doc()
         doc2["results"] = doc2["results"][2:]
-        saved = cp.merge_stage_rows(rows, doc2, seen, variant="flash")
+        saved = results.merge_stage_rows(rows, doc2, seen, variant="flash")
         self.assertEqual(saved["variant"], "flash")
         self.assertEqual(len(rows), 6)
         self.assertEqual([r["variant"] for r in rows].count("skip"), 1)
         # Nothing of its own ran: no row to put the comparison on.
         doc3 = stage_doc()
         doc3["results"] = [doc3["results"][0], doc3["results"][3]]
-        self.assertIsNone(cp.merge_stage_rows([], doc3, set()))
+        self.assertIsNone(results.merge_stage_rows([], doc3, set()))
 
     def test_ratio_text(self):
         row = stage_doc()["results"][2]
@@ -243,7 +298,7 @@ class Rows(unittest.TestCase):
         doc = {"schema": "flash-course-results/2", "stage": "anchor", "command": "x", "date": "d",
                "git_commit": "c", "device": {"name": "GPU"},
                "stage_runs": [{"exe": "e", "exit_code": 0}, {"exe": "e", "exit_code": 1}], "results": rows}
-        cp.write_results(path, doc)
+        results.write_results(path, doc)
         with open(path) as f:
             text = f.read()
         back = json.loads(text)
@@ -375,56 +430,56 @@ class DecodeStreamUsage(UsageChecks, unittest.TestCase):
 
 
 class DecodeAnchorProcesses(unittest.TestCase):
-    """compare_decode.py's anchors timed in several processes: the children's lines read back, and
-    each row keeping the fastest process (no GPU: the children are stubbed)."""
+    """compare_decode.py's anchors timed in several processes (flashcourse.anchors): the children's
+    lines read back, and each row keeping the fastest process (no GPU: the children are stubbed)."""
 
     def setUp(self):
         import compare_decode
         self.cd = compare_decode
         self.args = compare_decode.parse_args(["--exe", sys.executable, "--json", os.devnull, "--anchor-processes", "3"])
-        self.saved = compare_decode.run_stage
-
-    def tearDown(self):
-        self.cd.run_stage = self.saved
 
     def test_fastest_process_kept_and_every_median_recorded(self):
-        cd = self.cd
-        children = iter([(0, "a warning\n" + cd.ANCHORS_LINE + '{"sdpa_cudnn": [0.022, 0.021, 0.030], "sdpa_flash": null}'),
-                         (0, cd.ANCHORS_LINE + '{"sdpa_cudnn": [0.031, 0.030, 0.040], "sdpa_flash": [0.050, 0.049, 0.060]}')])
-        cd.run_stage = lambda args, cmd: next(children)
-        runs = cd.anchors_elsewhere(self.args, 1, 8192)
+        children = iter([(0, "a warning\n" + anchors.ANCHORS_LINE + '{"sdpa_cudnn": [0.022, 0.021, 0.030], "sdpa_flash": null}'),
+                         (0, anchors.ANCHORS_LINE + '{"sdpa_cudnn": [0.031, 0.030, 0.040], "sdpa_flash": [0.050, 0.049, 0.060]}')])
+        runs = self.cd.anchors_elsewhere(self.args, 1, 8192, run=lambda cmd, timeout: next(children))
         self.assertEqual(len(runs), 2)
         cudnn = {"variant": "sdpa_cudnn", "median_ms": 0.045, "min_ms": 0.044, "max_ms": 0.050}
-        cd.fastest_process(cudnn, runs)
+        anchors.fastest_process(cudnn, runs)
         self.assertEqual(cudnn["process_medians_ms"], [0.045, 0.022, 0.031])
         self.assertEqual((cudnn["median_ms"], cudnn["min_ms"], cudnn["max_ms"]), (0.022, 0.021, 0.050))
         flash = {"variant": "sdpa_flash", "median_ms": 0.040, "min_ms": 0.039, "max_ms": 0.041}
-        cd.fastest_process(flash, runs)  # refused in one child: two processes count
+        anchors.fastest_process(flash, runs)  # refused in one child: two processes count
         self.assertEqual(flash["process_medians_ms"], [0.040, 0.050])
         self.assertEqual(flash["median_ms"], 0.040)
 
     def test_a_failed_child_adds_nothing(self):
-        cd = self.cd
-        cd.run_stage = lambda args, cmd: (1, "Traceback ...")
         err = io.StringIO()
         with redirect_stderr(err):
-            runs = cd.anchors_elsewhere(self.args, 1, 8192)
+            runs = self.cd.anchors_elsewhere(self.args, 1, 8192, run=lambda cmd, timeout: (1, "Traceback ..."))
         self.assertEqual(runs, [])
         self.assertIn("failed", err.getvalue())
         row = {"variant": "sdpa_cudnn", "median_ms": 0.045, "min_ms": 0.044, "max_ms": 0.050}
-        cd.fastest_process(row, runs)
+        anchors.fastest_process(row, runs)
         self.assertEqual(row["median_ms"], 0.045)
         self.assertIn("one process", row["note"])
 
     def test_the_child_command_times_the_same_case(self):
-        cd = self.cd
         seen = []
-        cd.run_stage = lambda args, cmd: seen.append(cmd) or (0, cd.ANCHORS_LINE + "{}")
-        cd.anchors_elsewhere(self.args, 16, 32768)
+        self.cd.anchors_elsewhere(self.args, 16, 32768,
+                                  run=lambda cmd, timeout: seen.append(cmd) or (0, anchors.ANCHORS_LINE + "{}"))
         self.assertEqual(len(seen), 2)
-        child = cd.parse_args(seen[0][2:])  # after the interpreter and the script
+        child = self.cd.parse_args(seen[0][2:])  # after the interpreter and the script
         self.assertTrue(child.anchors_only)
         self.assertEqual((child.batch, child.seq_k, child.seed, child.reps), ([16], [32768], self.args.seed, self.args.reps))
+
+    def test_the_stream_child_command(self):
+        import compare_decode_stream as stream
+        seen = []
+        args = stream.parse_args(["--exe", sys.executable, "--json", os.devnull, "--layers", "4"])
+        stream.anchors_elsewhere(args, 8192, run=lambda cmd, timeout: seen.append(cmd) or (0, anchors.ANCHORS_LINE + "{}"))
+        child = stream.parse_args(seen[0][2:])
+        self.assertTrue(child.anchors_only)
+        self.assertEqual((child.seq_k, child.layers), ([8192], 4))
 
 
 @unittest.skipIf(np is None, "NumPy is not installed")
@@ -457,35 +512,35 @@ class RealStage(unittest.TestCase):
             os.makedirs(in_dir)
             q, k, v = (rng.standard_normal(shape).astype(np.float32) + 0.5 for _ in range(3))
             for name, t in zip("qkv", (q, k, v)):
-                cp.write_npy(os.path.join(in_dir, name + ".npy"), cp.npy_descr("float32"), t.shape, t.tobytes())
+                npy.write_npy(os.path.join(in_dir, name + ".npy"), npy.npy_descr("float32"), t.shape, t.tobytes())
             cmd = cp.stage_command(STAGE_EXE, "float32", causal, in_dir, out_dir, json_path, 2, 1)
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             self.assertEqual(proc.returncode, 0, proc.stdout[-2000:] + proc.stderr)
             with open(json_path) as f:
                 doc = json.load(f)
             rows = []
-            saved = cp.merge_stage_rows(rows, doc, set())
+            saved = results.merge_stage_rows(rows, doc, set())
             self.assertIsNotNone(saved)
             self.assertEqual((saved["batch"], saved["heads"], saved["seq_q"], saved["dim"], saved["causal"]),
                              (1, 2, 70, 32, causal))
-            descr, oshape, body = cp.read_npy(os.path.join(out_dir, "o.npy"))
+            descr, oshape, body = npy.read_npy(os.path.join(out_dir, "o.npy"))
             o = np.frombuffer(body, np.float32).reshape(oshape).astype(np.float64)
-            _, lshape, body = cp.read_npy(os.path.join(out_dir, "lse.npy"))
+            _, lshape, body = npy.read_npy(os.path.join(out_dir, "lse.npy"))
             lse = np.frombuffer(body, np.float32).reshape(lshape).astype(np.float64)
             self.assertEqual((oshape, lshape), (shape, shape[:3]))
             ref_o, ref_lse = self.attention(q, k, v, causal, np.float64)
             plain_o, plain_lse = self.attention(q, k, v, causal, np.float32)
-            u = cp.UNIT_ROUNDOFF["float32"]
+            u = tolerance.UNIT_ROUNDOFF["float32"]
             for got, ref, plain in ((o, ref_o, plain_o), (lse, ref_lse, plain_lse)):
-                e = cp.compare_arrays(np, plain.astype(np.float64), ref, 0.0, 0.0)["max_abs"]
-                atol, rtol = cp.tolerance(e, cp.max_finite_abs(np, ref), u)
-                r = cp.compare_arrays(np, got, ref, atol, rtol)
+                e = tolerance.compare_arrays(np, plain.astype(np.float64), ref, 0.0, 0.0)["max_abs"]
+                atol, rtol = tolerance.tolerance_from_plain(e, tolerance.max_finite_abs(np, ref), u)
+                r = tolerance.compare_arrays(np, got, ref, atol, rtol)
                 self.assertEqual(r["bad"], 0, r)
             # and a wrong answer fails the same rule: the output of the other mask
             wrong, _ = self.attention(q, k, v, not causal, np.float64)
-            e = cp.compare_arrays(np, plain_o.astype(np.float64), ref_o, 0.0, 0.0)["max_abs"]
-            atol, rtol = cp.tolerance(e, cp.max_finite_abs(np, ref_o), u)
-            self.assertGreater(cp.compare_arrays(np, wrong, ref_o, atol, rtol)["bad"], 0)
+            e = tolerance.compare_arrays(np, plain_o.astype(np.float64), ref_o, 0.0, 0.0)["max_abs"]
+            atol, rtol = tolerance.tolerance_from_plain(e, tolerance.max_finite_abs(np, ref_o), u)
+            self.assertGreater(tolerance.compare_arrays(np, wrong, ref_o, atol, rtol)["bad"], 0)
 
 
 if __name__ == "__main__":
