@@ -28,31 +28,21 @@ Modes:
 --require TEXT / --forbid TEXT (repeatable): the command's stdout and stderr together must (not)
 contain TEXT, e.g. --forbid "PASS:" for a run in which nothing may pass.
 
-Standard library only: it runs under whatever python3 CI has, without NumPy.
+Standard library only (tools/flashcourse is too): it runs under whatever python3 CI has, without NumPy.
 """
 import argparse
-import ast
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashcourse import npy, results  # noqa: E402
+
 TIMEOUT_S = 600
 LAST = []  # the last command run, for its output when a check fails
-
-# The fields that the course design lists for each row of a results file.
-ROW_FIELDS = [
-    "stage", "variant", "pass", "device", "cuda_runtime", "cuda_driver", "git_commit", "batch",
-    "heads", "heads_kv", "seq_q", "seq_k", "dim", "dtype", "causal", "status", "median_ms", "tflops",
-    "gbps", "peak_bytes", "extra_bytes", "driver_bytes", "reference", "verified", "verification_ok",
-    "max_abs_error", "max_rel_error", "rel_error", "error_vs_plain",
-]
-TOP_FIELDS = ["schema", "stage", "command", "date", "git_commit", "device", "results"]
-STATUSES = {"ok", "oom", "skipped", "failed"}
-
 
 class CheckFailed(Exception):
     pass
@@ -61,49 +51,22 @@ class CheckFailed(Exception):
 # ---- .npy files with the struct module -------------------------------------------------------
 
 def write_npy(path, shape, values, dtype="<f4"):
-    shape_text = ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "")
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (dtype, shape_text)
-    pad = (64 - (10 + len(header) + 1) % 64) % 64  # the data starts on a 64-byte boundary
-    header = header + " " * pad + "\n"
-    code = {"<f4": "f", "<f2": "e"}[dtype]
-    with open(path, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
-        f.write(struct.pack("<%d%s" % (len(values), code), *values))
+    npy.write_npy_values(path, shape, values, dtype)
 
 
 def read_npy(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:6] != b"\x93NUMPY":
-        raise CheckFailed("%s: not a .npy file" % path)
-    if data[6] == 1:
-        (hlen,), start = struct.unpack("<H", data[8:10]), 10
-    else:
-        (hlen,), start = struct.unpack("<I", data[8:12]), 12
-    header = ast.literal_eval(data[start:start + hlen].decode("latin1"))
-    if header["descr"] != "<f4" or header["fortran_order"]:
-        raise CheckFailed("%s: expected little-endian float32 in C order, got %r" % (path, header))
-    shape = tuple(header["shape"])
-    count = 1
-    for n in shape:
-        count *= n
-    body = data[start + hlen:]
-    if len(body) != 4 * count:
-        raise CheckFailed("%s: %d data bytes for shape %s" % (path, len(body), shape))
-    return shape, list(struct.unpack("<%df" % count, body))
+    """(shape, values) of a float32 .npy file in C order (CheckFailed otherwise)."""
+    try:
+        descr, shape, values = npy.read_npy_values(path)
+    except (OSError, ValueError) as e:
+        raise CheckFailed(str(e)) from None
+    if descr != "<f4":
+        raise CheckFailed("%s: expected little-endian float32 in C order, got %r" % (path, descr))
+    return shape, values
 
 
-def round_trip(values, dtype):
-    """The values as the file stores them (float16 or float32), read back as Python floats."""
-    code = {"<f4": "f", "<f2": "e"}[dtype]
-    return list(struct.unpack("<%d%s" % (len(values), code), struct.pack("<%d%s" % (len(values), code), *values)))
-
-
-def to_bfloat16(x):
-    """x rounded to the nearest bfloat16 (ties to even), as a Python float."""
-    bits = struct.unpack("<I", struct.pack("<f", x))[0]
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+round_trip = npy.round_trip
+to_bfloat16 = npy.to_bfloat16
 
 
 def as_dtype(values, dtype):
@@ -185,54 +148,13 @@ def check_exit(proc, expect):
 
 
 def check_json(path, stage):
-    if not os.path.isfile(path):
-        raise CheckFailed("%s: the results file was not written" % path)
+    """The results file the command wrote: its fields, and with `stage` its rows verified
+    (flashcourse.results.check_document says what is checked)."""
     try:
-        with open(path) as f:
-            doc = json.load(f)
-    except ValueError as e:
-        raise CheckFailed("%s: not valid JSON: %s" % (path, e))
-    missing = [k for k in TOP_FIELDS if k not in doc]
-    if missing:
-        raise CheckFailed("%s: missing top-level fields %s" % (path, missing))
-    rows = doc["results"]
-    if not isinstance(rows, list) or not rows:
-        raise CheckFailed("%s: 'results' is empty" % path)
-    if stage is not None and doc["stage"] != stage:
-        raise CheckFailed("%s: stage %r, expected %r" % (path, doc["stage"], stage))
-    ours = 0
-    for n, row in enumerate(rows):
-        where = "%s: results[%d] (%s %s)" % (path, n, row.get("stage"), row.get("variant"))
-        missing = [k for k in ROW_FIELDS if k not in row]
-        if missing:
-            raise CheckFailed("%s: missing fields %s" % (where, missing))
-        if row["status"] not in STATUSES:
-            raise CheckFailed("%s: status %r is not one of %s" % (where, row["status"], sorted(STATUSES)))
-        if row.get("comparison") is True and row["verified"] is not False:
-            raise CheckFailed("%s: a comparison row (measured, never verified) says verified %r" % (where, row["verified"]))
-        if stage is not None and row["stage"] != stage and row.get("comparison") is False:
-            raise CheckFailed("%s: a row of another stage than %s not marked as a comparison" % (where, stage))
-        if stage is None or row["stage"] != stage or row.get("comparison") is True:
-            continue  # another stage's row, or a comparison the stage measures but does not verify
-        ours += 1
-        if row["status"] != "ok":
-            raise CheckFailed("%s: status %r (%s), expected ok" % (where, row["status"], row.get("note", "")))
-        if row["verified"] is not True or row["verification_ok"] is not True:
-            raise CheckFailed("%s: verified %r, verification_ok %r; expected both true"
-                              % (where, row["verified"], row["verification_ok"]))
-        plain = row["error_vs_plain"]  # null where no plain implementation ran (backward rows)
-        if plain is not None and (not isinstance(plain, (int, float)) or not math.isfinite(plain) or plain < 0):
-            raise CheckFailed("%s: error_vs_plain = %r is neither null nor a finite non-negative number" % (where, plain))
-        if row["pass"] == "fwd" and plain is None and row["max_abs_error"] > 0:
-            raise CheckFailed("%s: a forward row with an error but no error_vs_plain" % where)
-        for key in ("median_ms", "max_abs_error", "max_rel_error", "rel_error"):
-            if not isinstance(row[key], (int, float)) or not math.isfinite(row[key]) or row[key] < 0:
-                raise CheckFailed("%s: %s = %r is not a finite non-negative number" % (where, key, row[key]))
-        if not (0 <= row["extra_bytes"] <= row["peak_bytes"]):
-            raise CheckFailed("%s: extra_bytes %r and peak_bytes %r disagree" % (where, row["extra_bytes"], row["peak_bytes"]))
-    if stage is not None and ours == 0:
-        raise CheckFailed("%s: no result row of stage %s" % (path, stage))
-    print("%s: %d result rows, well formed%s" % (path, len(rows), ", stage %s verified" % stage if stage else ""))
+        count = results.check_document(results.read_results(path), path, stage)
+    except results.ResultsError as e:
+        raise CheckFailed(str(e)) from None
+    print("%s: %d result rows, well formed%s" % (path, count, ", stage %s verified" % stage if stage else ""))
 
 
 def flag_value(command, flag):
