@@ -28,12 +28,15 @@
 #include "13_ring_attention/ring_kernels.cuh"
 #include "13_ring_attention/ring_layout.hpp"
 #include "13_ring_attention/ring_model.hpp"
-#include "13_ring_attention/ring_transport.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/event_timer.cuh"
+#include "fa/cuda/peer/ring_exchange.cuh"
 
 namespace fa::step13 {
 namespace {
+
+using peer::DeviceScope;
+using peer::Exchange;
 
 // ---- small helpers --------------------------------------------------------------------------
 
@@ -246,8 +249,8 @@ RingAttention::Impl::Impl(const Problem& problem, const RingOptions& o, Pass pas
     FA_CUDA_CHECK(cudaDeviceSynchronize());
   }
   if (P > 1) {
-    if (opt.transport == Transport::nccl) exchange = make_nccl_exchange(devices);
-    if (opt.transport == Transport::copy) exchange = make_copy_exchange(devices);
+    if (opt.transport == Transport::nccl) exchange = peer::make_nccl_exchange(devices);
+    if (opt.transport == Transport::copy) exchange = peer::make_copy_exchange(devices);
   }
 }
 
@@ -605,7 +608,7 @@ std::string ring_refusal(const RingOptions& o) {
   FA_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (o.gpus < 1) return "--gpus must be at least 1";
   if (o.transport == Transport::nccl && o.gpus > 1) {
-    if (!built_with_nccl()) return "built without NCCL (not found at configure time): use --transport copy, or configure with -DFA_NCCL_ROOT=<NCCL's folder>";
+    if (!peer::built_with_nccl()) return "built without NCCL (not found at configure time): use --transport copy, or configure with -DFA_NCCL_ROOT=<NCCL's folder>";
     if (o.gpus > count)
       return "--gpus " + std::to_string(o.gpus) + " needs " + std::to_string(o.gpus) + " GPUs for NCCL; this machine has " +
              std::to_string(count) + " (--transport copy runs the ranks on fewer)";

@@ -34,10 +34,11 @@ inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .di
 //         real thing, and what crosses hosts too;
 //   copy: cudaMemcpyPeerAsync, which also works when ranks share a device: a ring of P "GPUs" on
 //         one GPU, for the tests (the schedule, the hops and the merges run as on P devices).
+// Both are the course's ring exchange, fa/cuda/peer/ring_exchange.cuh (fa::peer::built_with_nccl()
+// says whether this build has NCCL).
 enum class Transport { nccl, copy };
 const char* to_string(Transport t);         // "nccl", "copy"
 Transport parse_transport(const std::string& name);  // throws fa::UsageError
-bool built_with_nccl();
 
 struct RingOptions {
   int gpus = 1;                    // P, the ranks of the ring

@@ -11,6 +11,7 @@
 
 #include "13_ring_attention/ring_gpu.cuh"
 #include "fa/backward.hpp"
+#include "fa/cuda/peer/ring_exchange.cuh"
 #include "fa/random.hpp"
 #include "fa/testing.hpp"
 
@@ -19,7 +20,7 @@ namespace {
 void skip_unless_two_gpus() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-  if (count < 2 || !fa::step13::built_with_nccl()) {
+  if (count < 2 || !fa::peer::built_with_nccl()) {
     std::printf("skipped: %s\n", count < 2 ? "needs two GPUs" : "built without NCCL");
     std::exit(77);
   }

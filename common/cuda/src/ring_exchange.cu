@@ -1,5 +1,5 @@
-// ring_transport.cu — the two ways a hop moves the ring's buffers (see the header).
-#include "13_ring_attention/ring_transport.cuh"
+// ring_exchange.cu — the two ways a hop moves a ring's buffers (see fa/cuda/peer/ring_exchange.cuh).
+#include "fa/cuda/peer/ring_exchange.cuh"
 
 #include <stdexcept>
 #include <string>
@@ -8,10 +8,9 @@
 #include <nccl.h>
 #endif
 
-#include "13_ring_attention/ring_gpu.cuh"  // built_with_nccl
 #include "fa/cuda/check.cuh"
 
-namespace fa::step13 {
+namespace fa::peer {
 
 DeviceScope::DeviceScope(int device) {
   FA_CUDA_CHECK(cudaGetDevice(&saved_));
@@ -95,13 +94,14 @@ class CopyExchange final : public Exchange {
            const std::vector<void*>& recv, const std::vector<std::size_t>& recv_bytes,
            const std::vector<cudaStream_t>& streams) override {
     const int P = static_cast<int>(devices_.size());
+    for (int r = 0; r < P; ++r)  // refused before anything is queued
+      if (send_bytes[(r + P - 1) % P] != recv_bytes[r]) throw std::logic_error("ring exchange: a hop's send and receive sizes differ");
     for (int r = 0; r < P; ++r) {
       DeviceScope on(devices_[r]);
       FA_CUDA_CHECK(cudaEventRecord(ready_[r], streams[r]));
     }
     for (int r = 0; r < P; ++r) {
       const int prev = (r + P - 1) % P;
-      if (send_bytes[prev] != recv_bytes[r]) throw std::logic_error("ring: a hop's send and receive sizes differ");
       DeviceScope on(devices_[r]);
       FA_CUDA_CHECK(cudaStreamWaitEvent(streams[r], ready_[prev], 0));
       FA_CUDA_CHECK(cudaMemcpyPeerAsync(recv[r], devices_[r], send[prev], devices_[prev], recv_bytes[r], streams[r]));
@@ -133,7 +133,7 @@ std::unique_ptr<Exchange> make_nccl_exchange(const std::vector<int>& devices) {
   return std::make_unique<NcclExchange>(devices);
 #else
   (void)devices;
-  throw std::logic_error("ring: built without NCCL (ring_refusal says so before a ring is built)");
+  throw std::logic_error("ring exchange: built without NCCL (ask built_with_nccl() first)");
 #endif
 }
 
@@ -141,4 +141,4 @@ std::unique_ptr<Exchange> make_copy_exchange(const std::vector<int>& devices) {
   return std::make_unique<CopyExchange>(devices);
 }
 
-}  // namespace fa::step13
+}  // namespace fa::peer

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# run_on_gpu.sh — stage 13 on a GPU machine: its tests and the ring's checks on one GPU (rings of 1-4
+# ranks by the copy transport, the CLI tests, compute-sanitizer), and with two GPUs or more the
+# measurements chapter 13 quotes: NCCL against float64 and the copy transport, the forward's and the
+# backward's times on two GPUs against the ring on one (128k and 256k tokens, causal and not), and
+# the measured timelines of the chapter's figure. `long` instead runs a sequence too long for one
+# GPU on one GPU (out of memory) and on two. Each step's log and the results files go to OUT; one
+# line per step says how it ended; the exit status counts the failures.
+#   steps/13_ring_attention/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|long (default all)]
+# Build first: cmake --build BUILD_DIR --target step13_ring_attention test_step13 test_step13_two_gpus
+#              test_ring_exchange test_ring_exchange_nccl
+set -uo pipefail
+out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|long]} build=${2:-build} mode=${3:-all}
+s=$build/steps/13_ring_attention
+exe=$s/step13_ring_attention
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0  # NVLink multicast off: the ring sends point to point
+failures=0
+run() {  # run NAME COMMAND...: COMMAND's output into OUT/NAME.log, one line of how it ended
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local code=$?
+  echo "$name: exit $code, $((SECONDS - start)) s"
+  [ $code -eq 0 ] || failures=$((failures + 1))
+}
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader >"$out/gpus.txt"
+
+if [ "$mode" = all ]; then
+  run test_ring_exchange "$build/common/cuda/test_ring_exchange"
+  run test_step13 "$s/test_step13"
+  run ctest_step13 ctest --test-dir "$build" -R "step13|ring_exchange" --output-on-failure
+  # The sanitizers on a ring of ranks that share one GPU, at lengths off every tile.
+  run memcheck_fwd compute-sanitizer --tool memcheck --error-exitcode 99 "$exe" --gpus 3 --transport copy --sweep 77,300 \
+      --heads 2 --dim 64 --causal --reps 1 --warmup 0
+  run memcheck_bwd compute-sanitizer --tool memcheck --error-exitcode 99 "$exe" --backward --gpus 3 --transport copy \
+      --sweep 77,300 --heads 2 --dim 128 --causal --reps 1 --warmup 0
+  run racecheck_fwd compute-sanitizer --tool racecheck --error-exitcode 99 "$exe" --gpus 2 --transport copy --seq 200 \
+      --heads 2 --dim 64 --reps 1 --warmup 0 --no-verify
+  run synccheck_bwd compute-sanitizer --tool synccheck --error-exitcode 99 "$exe" --backward --gpus 2 --transport copy \
+      --seq 200 --heads 2 --dim 64 --reps 1 --warmup 0 --no-verify
+  if [ "$gpus" -ge 2 ]; then
+    run test_ring_exchange_nccl "$build/common/cuda/test_ring_exchange_nccl"
+    run test_step13_two_gpus "$s/test_step13_two_gpus"
+    # The forward, verified on every case (float64 on sampled rows, the single-GPU kernel on every
+    # row): --gpus 2 runs every variant; --gpus 1 the ring alone.
+    for causal in "--causal" ""; do
+      c=${causal:+_causal}
+      run fwd${c}_g2 "$exe" --gpus 2 --sweep 128k,256k $causal --reps 5 --warmup 1 --json "$out/step13_fwd${c}_g2.json"
+      run fwd${c}_g1 "$exe" --gpus 1 --variant ring --sweep 128k,256k $causal --reps 3 --warmup 1 --json "$out/step13_fwd${c}_g1.json"
+    done
+    # The backward's float64 check reads every key for every sampled row's dK/dV: hours at 128k on
+    # the CPU, so the ring is verified at 8k (and in test_step13_two_gpus) and timed beyond without it.
+    for causal in "--causal" ""; do
+      c=${causal:+_causal}
+      run verify_bwd$c "$exe" --backward --gpus 2 --variant ring --seq 8k $causal --reps 1 --warmup 0
+      run bwd${c}_g2 "$exe" --backward --gpus 2 --seq 128k $causal --reps 3 --warmup 1 --no-verify --json "$out/step13_bwd${c}_g2.json"
+      run bwd${c}_g2_256k "$exe" --backward --gpus 2 --variant ring --seq 256k $causal --reps 3 --warmup 1 --no-verify \
+          --json "$out/step13_bwd${c}_g2_256k.json"
+      run bwd${c}_g1 "$exe" --backward --gpus 1 --variant ring --sweep 128k,256k $causal --reps 3 --warmup 1 --no-verify \
+          --json "$out/step13_bwd${c}_g1.json"
+    done
+    # The measured timelines (chapter 13's figure): causal, 128k, the hops under the steps and after them.
+    for pass in "" "--backward"; do
+      p=$([ -n "$pass" ] && echo bwd || echo fwd)
+      run timeline_$p "$exe" --gpus 2 --seq 128k --causal $pass --timeline "$out/step13_timeline_${p}.json"
+      run timeline_${p}_serial "$exe" --gpus 2 --seq 128k --causal $pass --no-overlap --timeline "$out/step13_timeline_${p}_serial.json"
+    done
+  else
+    echo "two-GPU steps: skipped (one GPU)"
+  fi
+elif [ "$mode" = long ]; then
+  [ "$gpus" -ge 2 ] || { echo "long: needs two GPUs"; exit 1; }
+  # 10 % beyond what one GPU holds, in 64k steps, from the measured memory of the one-GPU ring at
+  # 256k (this run's results, or the committed ones: the bytes per token do not depend on the GPU).
+  src=$out/step13_fwd_causal_g1.json
+  [ -f "$src" ] || src=docs/results/step13_fwd_causal_g1_h200x2.json
+  long=$(python3 - "$src" <<'PY'
+import json, subprocess, sys
+rows = [r for r in json.load(open(sys.argv[1]))["results"] if r["variant"] == "ring" and r["status"] == "ok"]
+r = max(rows, key=lambda r: r["seq_q"])
+total = int(subprocess.check_output(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"]).split()[0]) << 20
+n = 1.1 * total / (r["peak_bytes"] / r["seq_q"])
+print(int(-(-n // 65536)) * 65536)
+PY
+)
+  echo "long sequence: $long tokens" | tee "$out/long_seq.txt"
+  # The harness keeps 2.5x Q, K, V, O on the host with the float64 check (its float32 copies), 1.5x
+  # without: the check runs only where the host holds it.
+  io=$((long * 16 * 128 * 2 * 4))
+  mem=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) * 1024))
+  verify=""
+  [ $((mem * 8 / 10)) -lt $((io * 5 / 2)) ] && verify="--no-verify"
+  echo "verification: ${verify:-float64 on sampled rows}" | tee -a "$out/long_seq.txt"
+  # About 3 minutes on one GPU (out of memory after drawing the inputs) and 7 on two (two H200s).
+  # --no-one-gpu: the single-GPU kernel would fit where the ring does not (no K/V blocks in flight,
+  # no float32 accumulator) and take as long as the ring on one GPU.
+  run long_g1 "$exe" --gpus 1 --variant ring --no-one-gpu --seq $long --causal --reps 1 --warmup 0 --no-verify \
+      --json "$out/step13_long_g1.json"
+  run long_g2 "$exe" --gpus 2 --variant ring --no-one-gpu --seq $long --causal --reps 1 --warmup 0 $verify \
+      --json "$out/step13_long_g2.json"
+else
+  echo "run_on_gpu.sh: the third argument is all or long, not '$mode'" >&2
+  exit 2
+fi
+# One line per measured row of this run's results.
+python3 - "$out"/*.json <<'PY' 2>/dev/null
+import json, sys
+for path in sys.argv[1:]:
+    try: rows = json.load(open(path))["results"]
+    except Exception: continue
+    for r in rows:
+        print(f"{path.split('/')[-1]:28} {r['variant']:16} {r['pass']} N={r['seq_q']:>8} causal={int(r['causal'])} {r['status']:6} "
+              f"{r.get('median_ms') or 0:10.2f} ms {r.get('tflops') or 0:7.1f} TFLOP/s peak/GPU {(r.get('peak_bytes') or 0) / 2**30:6.2f} GiB "
+              f"verified={r.get('verification_ok')}")
+PY
+echo "$failures step(s) failed"
+exit $((failures > 0))
