@@ -182,6 +182,10 @@ Verification verify_forward(const Problem& p, const AttentionData& in_any, const
       v.against += ", " + plan.previous->name + " (all rows)";
     } catch (const std::bad_alloc&) {
       v.against += " (" + plan.previous->name + " does not fit at this size)";
+    } catch (const UsageError& e) {
+      // A problem the previous stage does not run (stage 05 at D = 256, from files given with
+      // --load): the float64 rows stand alone, as where it does not fit.
+      v.against += " (" + plan.previous->name + " does not run this problem: " + e.what() + ")";
     }
   }
   return v;

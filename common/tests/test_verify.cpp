@@ -132,3 +132,23 @@ TEST_CASE("the printed verdict says when a row passed above the plain multiple, 
   CHECK(failed.find("FAIL") != std::string::npos);
   CHECK(failed.find("passed on the floor") == std::string::npos);
 }
+
+TEST_CASE("a previous stage that does not run the problem leaves the float64 check standing alone") {
+  // Stage 07 compares with stage 05, which runs D = 32, 64, 128; files loaded with --load decide D
+  // after the stage chose its comparison, so D = 256 reaches it and it refuses (a UsageError).
+  const fa::Problem p = problem(100, 256, true);
+  const fa::AttentionData in = fa::make_inputs(p, 99, fa::InputKind::normal);
+  fa::AttentionResult out(p);
+  tiled_forward(p, in, out, Bug::none);
+  fa::VerifyPlan plan;
+  plan.previous = fa::PreviousStage{"05", [](const fa::Problem& q, const fa::AttentionData&, fa::AttentionResult&) {
+                                      throw fa::UsageError("D = " + std::to_string(q.dim) + " is not supported");
+                                    }};
+  const fa::Verification v = fa::verify_forward(p, in, out, plan, 7);
+  CHECK(v.ok());
+  CHECK(v.reports.size() == 2);  // O and LSE against float64, nothing from the previous stage
+  CHECK(v.against.find("05 does not run this problem: D = 256 is not supported") != std::string::npos);
+  // A wrong result still fails there.
+  tiled_forward(p, in, out, Bug::no_rescale);
+  CHECK_FALSE(fa::verify_forward(p, in, out, plan, 7).ok());
+}

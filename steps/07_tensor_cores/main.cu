@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
   fa::RunOptions& opt = cli.options();
   if (const auto exit_code = fa::refuse_on_this_device(spec.program, fa::step07::device_refusal(opt.problem)))
     return *exit_code;
+  if (const std::string why = fa::step07::ladder::rung_refusal(opt.variant, opt.problem.dim); !why.empty()) {
+    std::cerr << spec.program << ": error: " << why << "\n";
+    return fa::kExitUsage;
+  }
 
   fa::StageDefinition def;
   def.id = "07";

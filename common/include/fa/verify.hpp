@@ -37,7 +37,8 @@ using ForwardFn = std::function<void(const Problem&, const AttentionData&, Atten
 
 struct PreviousStage {
   std::string name;         // "03 naive"
-  ForwardFn forward;        // a bad_alloc from it means "does not fit here": the row check stands alone
+  ForwardFn forward;        // a bad_alloc ("does not fit here") or a UsageError ("does not run this
+                            // problem") from it: the float64 rows stand alone
   double max_flops = 1e30;  // larger problems: the float64 rows alone
 };
 

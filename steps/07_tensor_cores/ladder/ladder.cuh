@@ -18,6 +18,9 @@
 // causal with stage 05's bounds and its heaviest-first order. Nothing is allocated.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/problem.hpp"
@@ -35,15 +38,27 @@ struct Rung {
   const char* name;  // the variant name in the results; the top rung is "flash"
   const char* idea;  // what it adds to the rung below
   RungForward forward;
+  bool every_dim;    // false: D = 64 and 128 only (the ladder's measurements are made there)
+  bool runs(std::int64_t dim) const { return every_dim || dim == 64 || dim == 128; }
 };
 
 // Bottom to top; the last rung is the stage's own kernel.
 inline constexpr Rung kLadder[] = {
-    {"v1_mma", "mma.sync m16n8k16; 32-bit fragment loads from plain tiles; P through shared memory", &v1_mma},
-    {"v2_ldmatrix", "ldmatrix(.trans) from XOR-swizzled tiles: no bank conflicts", &v2_ldmatrix},
-    {"v3_cp_async", "cp.async, two K and two V buffers: the copies behind the math", &v3_cp_async},
-    {"v4_registers", "P kept in registers as the A operand of P.V", &v4_registers},
-    {"flash", "32 query rows per warp: each K/V fragment feeds two mma's", &attention_forward},
+    {"v1_mma", "mma.sync m16n8k16; 32-bit fragment loads from plain tiles; P through shared memory", &v1_mma, false},
+    {"v2_ldmatrix", "ldmatrix(.trans) from XOR-swizzled tiles: no bank conflicts", &v2_ldmatrix, false},
+    {"v3_cp_async", "cp.async, two K and two V buffers: the copies behind the math", &v3_cp_async, false},
+    {"v4_registers", "P kept in registers as the A operand of P.V", &v4_registers, false},
+    {"flash", "32 query rows per warp: each K/V fragment feeds two mma's", &attention_forward, true},
 };
+
+// For the stage's main: the one line that refuses `--variant NAME` at a head dim the rung does not
+// run (exit 2), empty when it runs it (or NAME is no rung).
+inline std::string rung_refusal(const std::string& name, std::int64_t dim) {
+  for (const Rung& rung : kLadder)
+    if (name == rung.name && !rung.runs(dim))
+      return "--variant " + name + " runs D = 64 and 128 (the stage's kernel, flash, runs 32, 64, 96, 128, 256), not D = " +
+             std::to_string(dim);
+  return "";
+}
 
 }  // namespace fa::step07::ladder
