@@ -9,7 +9,7 @@ The convention: a measured figure in a chapter is followed, on the same line, by
 
     39.3 TFLOP/s<!-- fig: step04_d64.json variant=flash seq_q=4096 field=tflops -->
 
-  FILE         a results file in docs/results/ (a glob such as step03_issue_d*.json, or a comma list), or
+  FILE         a results file in docs/results/ (a glob such as step03_paper_d*.json, or a comma list), or
                a path relative to docs/ (plots/anchors.json: rows `attention` and `ceilings`)
   key=value    selects rows: every key must equal the row's field (numbers compare as numbers,
                true/false as booleans; a dotted key reads a nested field: split_ms.qk)

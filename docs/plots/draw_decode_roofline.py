@@ -6,7 +6,7 @@ from a results file of tools/compare_decode.py.
 
     draw_decode_roofline.py [RESULTS.json] [--out DIR]
 
-Default input: docs/results/compare_11_decode_h100.json; output DIR/10_decode_roofline.png (default
+Default input: docs/results/compare_11_decode_h100.json; output DIR/11_decode_roofline.png (default
 DIR: docs/figures). One panel per batch size in the file: stage 11's rows (split_kv and two of its
 merges, one_split, read_cache) and PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log;
 the floor is K and V read once, 2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
                  f"commit {doc.get('git_commit', '?')}", fontsize=10)
     fig.tight_layout()
     args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / "10_decode_roofline.png"
+    out = args.out / "11_decode_roofline.png"
     fig.savefig(out, dpi=110, metadata={"Software": None})
     print(out)
     return 0

@@ -4,7 +4,7 @@ block of (query chunk, key chunk), and at which step of the ring its keys arrive
 contiguous and the zigzag split of a causal sequence. Drawn from the schedule (counted, not
 measured), the same rules as steps/13_ring_attention/ring_schedule.cpp.
 
-    draw_ring_schedule.py [--gpus 4] [--out DIR]        DIR/11_ring_schedule.png (default DIR: docs/figures)
+    draw_ring_schedule.py [--gpus 4] [--out DIR]        DIR/13_ring_schedule.png (default DIR: docs/figures)
     draw_ring_schedule.py --check EXE                   compare this file's schedule with the table that
                                                         EXE (step13_ring_schedule) prints; exit 1 if they differ
 
@@ -170,7 +170,7 @@ def draw(gpus, out):
                  f"not measured", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 0.92))
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "11_ring_schedule.png"
+    path = out / "13_ring_schedule.png"
     fig.savefig(path, dpi=130)
     plt.close(fig)
     print(path)

@@ -12,9 +12,9 @@
 # The figures are drawn in a scratch folder first; docs/figures is replaced only when every set was
 # drawn, so each PNG there comes from this script and a PNG it no longer makes is removed.
 # Chapter 07's layout figures (07_*.png) are drawn from the PTX ISA's rules, not from results, by
-# draw_tensor_core_layouts.py; chapter 11's roofline (10_decode_roofline.png) by draw_decode_roofline.py
-# and its fixed cost and rate (10_decode_floor.png) by fit_decode_floor.py;
-# chapter 13's schedule (11_ring_schedule.png, counted, not measured) by draw_ring_schedule.py.
+# draw_tensor_core_layouts.py; chapter 11's roofline (11_decode_roofline.png) by draw_decode_roofline.py
+# and its fixed cost and rate (11_decode_floor.png) by fit_decode_floor.py;
+# chapter 13's schedule (13_ring_schedule.png, counted, not measured) by draw_ring_schedule.py.
 # Deterministic: the same results files and matplotlib give the same PNG bytes.
 # The tool's notes (rows not drawn and why) are printed as they come.
 set -eu
@@ -52,8 +52,8 @@ set_of cpu - step01_xeon-2core.json step02_xeon-2core.json
 # Chapter 03: stage 03 run until it runs out of device memory.
 set_of h100_step03_oom H100 step03_find_oom_b1_h32_d64.json
 # Chapters 03-05: the FlashAttention-paper shapes (B·N = 16k tokens), D = 64 and D = 128.
-set_of h100_d64 H100 step03_issue_d64.json step04_d64.json step05_d64.json
-set_of h100_d128 H100 step03_issue_d128.json step04_d128.json step05_d128.json
+set_of h100_d64 H100 step03_paper_d64.json step04_d64.json step05_d64.json
+set_of h100_d128 H100 step03_paper_d128.json step04_d128.json step05_d128.json
 # Chapter 04: the ladder, every rung at the paper shape N = 4096 (the progression figure is the one
 # the chapter shows).
 set_of h100_ladder H100 step04_ladder_d64.json step04_ladder_d128.json
@@ -88,23 +88,23 @@ rm -f "$scratch/h100_09_vs_pytorch_memory.png" "$scratch/h100_09_vs_pytorch_time
   "$scratch/h100_09_vs_pytorch_progression.png"
 
 # Chapter 11: the decode roofline, from the decoding comparison (tools/compare_decode.py).
-echo "== 10 decode roofline"
+echo "== 11 decode roofline"
 "$python" "$here/draw_decode_roofline.py" "$results/compare_11_decode_h100.json" --out "$scratch" >/dev/null
 # ... and a step as a fixed cost plus a rate, from the sweep of the cache's length (three rounds).
-echo "== 10 decode floor"
+echo "== 11 decode floor"
 "$python" "$here/fit_decode_floor.py" "$results"/step11_push_h100/step11_intercept_[123].json --copy-gbps 3029 \
-  --plot "$scratch/10_decode_floor.png" >/dev/null
+  --plot "$scratch/11_decode_floor.png" >/dev/null
 
 # Chapter 13: the ring's schedule on the attention matrix, counted from the schedule's rules.
-echo "== 11 ring schedule"
+echo "== 13 ring schedule"
 "$python" "$here/draw_ring_schedule.py" --out "$scratch" >/dev/null
 # ... and as it ran: the measured timelines of the ring on two GPUs (forward and backward, the
 # hops under the steps and after them).
-echo "== 11 ring timeline"
+echo "== 13 ring timeline"
 timelines="$results/step13_timelines"
 "$python" "$here/draw_ring_timeline.py" "$timelines/step13_timeline_fwd_h200x2.json" \
   "$timelines/step13_timeline_fwd_serial_h200x2.json" "$timelines/step13_timeline_bwd_h200x2.json" \
-  "$timelines/step13_timeline_bwd_serial_h200x2.json" --out "$scratch/11_ring_timeline.png" >/dev/null
+  "$timelines/step13_timeline_bwd_serial_h200x2.json" --out "$scratch/13_ring_timeline.png" >/dev/null
 
 # Chapter 07: the tensor-core layouts (fragments, C -> A, ldmatrix, swizzle), from the rules alone.
 echo "== 07 layouts"

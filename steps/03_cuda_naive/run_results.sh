@@ -57,7 +57,7 @@ if [[ $what == issue || $what == all ]]; then
         files+=("$f")
       done
     done
-    merge "$out/step03_issue_d${d}.json" "${files[@]}"
+    merge "$out/step03_paper_d${d}.json" "${files[@]}"
   done
 fi
 
