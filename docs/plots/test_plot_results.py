@@ -326,7 +326,7 @@ class PlotResultsTest(unittest.TestCase):
         out = self.dir / "real"
         self.assert_pngs(run_tool(real, "--out", out, "--prefix", "real"), out, "real")
 
-    # -- what the figures say (issue 10): each test failed on the tool before the fix ------------
+    # -- what the figures say: each test failed on the tool before its fix -------------------------
 
     @needs_mpl
     def test_skipped_rows_do_not_move_lines(self):
