@@ -246,31 +246,33 @@ function(fa_add_stage_cli_tests exe)
 endfunction()
 
 # fa_add_exercise(ID exNN NAME target SOURCES files... [LIBS libs...] [GPU])
-# One exercise, called from exercises/NN_name/CMakeLists.txt and from its identical twin
-# solutions/NN_name/CMakeLists.txt; the folder says which of the two it builds:
-#   exercises/  the starter `target`, and `check_exNN`, the learner's one command: it builds the
-#               starter and runs its checks (they fail, naming the first TODO, until it is done).
-#               Not a CTest test: a starter fails by design; tools/course_check.py proves it does.
-#   solutions/  `target_solution`, registered in CTest (labels exercise;cpu or exercise;gpu), and
-#               `check_exNN_solution`.
-# Both link the same checks (doctest) through fa_exercise_main (one line per check, the next TODO
-# at the end), or fa_cuda_exercise_main with GPU (whose main exits 77 without a device: CTest
-# reports the test skipped). Each call also writes
-# <build>/course/<target>.<role>.json, which tells tools/course_check.py what to run, and adds the
-# target to the global property FA_EXERCISE_TARGETS.
+# One exercise, called once, from exercises/NN_name/CMakeLists.txt (solutions/ has no CMake file).
+# A hole is a small header that the stage's own code includes with angle brackets: one of
+# steps/NN_name/holes/ (#include <backward_tile.cuh>), or a header of common/ that the stage
+# taught (#include <fa/cuda/tc/fragment_softmax.cuh>). SOURCES are the stage's own sources that
+# include the holes (${PROJECT_SOURCE_DIR}/steps/...) and the exercise's checks; they are built
+# twice, each time with one folder first on the include path, so that its holes replace the stage's:
+#   `target`           the starter: exercises/NN_name/ first. `check_exNN` builds it and runs its
+#                      checks, the learner's one command. Not a CTest test: a starter fails by
+#                      design, and tools/course_check.py proves that it does.
+#   `target_solution`  the solution: solutions/NN_name/ first (it holds only the filled holes,
+#                      each equal to the stage's file). Registered in CTest (labels exercise;cpu or
+#                      exercise;gpu), and `check_exNN_solution` runs it.
+# The checks include a hole with angle brackets too: a quoted include would find the starter's file
+# next to the checks, even in the solution's build.
+# Both link fa_exercise_main (one line per check, the next TODO at the end), or with GPU
+# fa_cuda_exercise_main (whose main exits 77 without a device: CTest reports the test skipped).
+# Each target also writes <build>/course/<target>.<role>.json, which tells tools/course_check.py
+# what to run, and joins the global property FA_EXERCISE_TARGETS.
 function(fa_add_exercise)
   cmake_parse_arguments(E "GPU" "ID;NAME" "SOURCES;LIBS" ${ARGN})
   file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
-  if(folder MATCHES "^exercises/")
-    set(role starter)
-    set(target ${E_NAME})
-    set(check check_${E_ID})
-  elseif(folder MATCHES "^solutions/")
-    set(role solution)
-    set(target ${E_NAME}_solution)
-    set(check check_${E_ID}_solution)
-  else()
-    message(FATAL_ERROR "fa_add_exercise(${E_NAME}): call it from exercises/NN_name or solutions/NN_name, not ${folder}")
+  if(NOT folder MATCHES "^exercises/([0-9][0-9]_[A-Za-z0-9_]+)$")
+    message(FATAL_ERROR "fa_add_exercise(${E_NAME}): call it from exercises/NN_name, not ${folder}")
+  endif()
+  set(name ${CMAKE_MATCH_1})
+  if(NOT IS_DIRECTORY ${PROJECT_SOURCE_DIR}/solutions/${name})
+    message(FATAL_ERROR "fa_add_exercise(${E_NAME}): solutions/${name} is missing")
   endif()
   if(E_GPU)
     if(NOT TARGET fa_cuda_exercise_main)
@@ -278,37 +280,53 @@ function(fa_add_exercise)
     endif()
     set(main fa_cuda_exercise_main)
     set(device gpu)
+    set(gpu_json true)
   else()
     set(main fa_exercise_main)
     set(device cpu)
+    set(gpu_json false)
   endif()
+  set(sources)
+  foreach(source IN LISTS E_SOURCES)
+    cmake_path(ABSOLUTE_PATH source BASE_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+    list(APPEND sources ${source})
+  endforeach()
 
-  add_executable(${target} ${E_SOURCES})
-  target_include_directories(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-  target_link_libraries(${target} PRIVATE ${E_LIBS} ${main})
-  fa_warnings(${target})
-  if(role STREQUAL "starter")
-    # A hole (FA_TODO) leaves parameters and locals unused until the learner fills it in.
-    target_compile_options(${target} PRIVATE
-      $<$<COMPILE_LANGUAGE:CXX>:-Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable>
-      $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wno-unused-parameter,-Wno-unused-variable,-Wno-unused-but-set-variable>)
-  else()
-    add_test(NAME ${target} COMMAND ${target})
-    set_tests_properties(${target} PROPERTIES LABELS "exercise;${device}")
-    if(E_GPU)
-      set_tests_properties(${target} PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK gpu)
+  foreach(role starter solution)
+    if(role STREQUAL "starter")
+      set(tree exercises)
+      set(target ${E_NAME})
+      set(check check_${E_ID})
+    else()
+      set(tree solutions)
+      set(target ${E_NAME}_solution)
+      set(check check_${E_ID}_solution)
     endif()
-  endif()
-  set_property(GLOBAL APPEND PROPERTY FA_EXERCISE_TARGETS ${target})
-  add_custom_target(${check} COMMAND ${target} USES_TERMINAL
-                    COMMENT "${E_ID}: the checks of ${folder} (${role})")
-  add_dependencies(${check} ${target})
-
-  set(gpu_json false)
-  if(E_GPU)
-    set(gpu_json true)
-  endif()
-  file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/course/${target}.${role}.json CONTENT
-"{\"id\": \"${E_ID}\", \"role\": \"${role}\", \"target\": \"${target}\", \"folder\": \"${folder}\", \"gpu\": ${gpu_json}, \"exe\": \"$<TARGET_FILE:${target}>\"}
+    add_executable(${target} ${sources})
+    # BEFORE: ahead of every include folder the libraries bring, common/'s included.
+    target_include_directories(${target} BEFORE PRIVATE ${PROJECT_SOURCE_DIR}/${tree}/${name})
+    # The stages' public headers, by folder ("01_cpu_attention/attention.hpp"), as the stages have.
+    target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/steps)
+    target_link_libraries(${target} PRIVATE ${E_LIBS} ${main})
+    fa_warnings(${target})
+    if(role STREQUAL "starter")
+      # A hole (FA_TODO) leaves parameters and locals unused until the learner fills it in.
+      target_compile_options(${target} PRIVATE
+        $<$<COMPILE_LANGUAGE:CXX>:-Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable>
+        $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wno-unused-parameter,-Wno-unused-variable,-Wno-unused-but-set-variable>)
+    else()
+      add_test(NAME ${target} COMMAND ${target})
+      set_tests_properties(${target} PROPERTIES LABELS "exercise;${device}")
+      if(E_GPU)
+        set_tests_properties(${target} PROPERTIES SKIP_RETURN_CODE 77 RESOURCE_LOCK gpu)
+      endif()
+    endif()
+    set_property(GLOBAL APPEND PROPERTY FA_EXERCISE_TARGETS ${target})
+    add_custom_target(${check} COMMAND ${target} USES_TERMINAL
+                      COMMENT "${E_ID}: the checks against ${tree}/${name} (${role})")
+    add_dependencies(${check} ${target})
+    file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/course/${target}.${role}.json CONTENT
+"{\"id\": \"${E_ID}\", \"role\": \"${role}\", \"target\": \"${target}\", \"folder\": \"${tree}/${name}\", \"gpu\": ${gpu_json}, \"exe\": \"$<TARGET_FILE:${target}>\"}
 ")
+  endforeach()
 endfunction()

@@ -3,16 +3,21 @@
 
     course_check.py --source DIR --build DIR
 
-It proves, and reports each point:
-  (a) exercises/ and solutions/ mirror each other path by path; every exercise has the same holes
-      (regions between `// >>> exNN:tag` and `// <<< exNN:tag`) in the same files, in the same order;
-  (b) every solution's checks pass (exit 0; exit 77, skipped, is allowed only for GPU exercises);
-  (c) every starter's checks fail (non-zero, not 77) with output that names one of its TODO tags;
-  (d) nothing drifts: each solution region equals the region with the same tag in the stage
-      source (steps/NN_*/ for exNN), whitespace aside; every stage region of an existing exercise
-      has its hole; each starter hole holds a TODO (FA_TODO("tag", ...) in host code, a device-side
-      todo call in CUDA code); starter and solution are identical outside the regions, and files
-      without regions (checks, headers, CMakeLists.txt) are identical.
+A hole is a small header that a stage's own code includes with angle brackets: a file of
+steps/NN_name/holes/, or a header of common/ that stage NN taught (fa/cuda/...). exercises/NN_name/
+holds the starter of each hole (same path), the checks and the CMakeLists.txt; solutions/NN_name/
+holds only the filled holes. It proves, and reports each point:
+  (a) the trees: the same exercise folders in exercises/ and solutions/, each with its stage
+      steps/NN_name/; no file under either holds a __global__ kernel; no file of one tree is
+      byte-identical to a file of the other; the checks include a hole only with angle brackets;
+  (b) every solution file equals the stage's hole at the same path, byte for byte, and every file
+      of steps/NN_name/holes/ has its solution and its starter (the counts match);
+  (c) each starter hole has the solution's marked regions (`// >>> exNN:tag` .. `// <<< exNN:tag`),
+      with the same tags in the same order, each holding a TODO (FA_TODO("tag", ...) in host code,
+      fa::device_todo("tag", ...) in device code) where the solution holds code; a region marked
+      in stage code outside a hole is drift;
+  (d) every solution's checks pass (exit 0; exit 77, skipped, is allowed only for GPU exercises);
+  (e) every starter's checks fail (non-zero, not 77) with output that names one of its TODO tags.
 The build folder must hold the built exercises: fa_add_exercise writes <build>/course/*.json, which
 say where each executable is. Exit 0 when everything holds, 1 otherwise. Standard library only.
 """
@@ -98,18 +103,22 @@ def parse_regions(path):
 
 
 TODO_CALL = re.compile(r"\b\w*todo\w*\s*\(", re.IGNORECASE)
-FA_TODO_TAG = re.compile(r'\bFA_TODO\s*\(\s*"([^"]*)"')
+TODO_TAG = re.compile(r'\b(?:FA_TODO|device_todo)\s*\(\s*"([^"]*)"')
+KERNEL = re.compile(r"\b__global__\b")
+QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+# Where a hole that is a header of common/ lives: the include folders of the common library.
+COMMON_INCLUDE_ROOTS = ("common/cuda/include", "common/include")
 
 
 def starter_hole_problem(tag, body):
-    """Why a starter hole is not a proper hole, or None. A hole holds a TODO call: FA_TODO("tag",
-    ...) in host code (it throws), or a device-side todo call in CUDA code, which cannot throw."""
+    """Why a starter region is not a proper hole, or None. A hole holds a TODO call: FA_TODO("tag",
+    ...) in host code (it throws), or fa::device_todo("tag", ...) in device code, which cannot throw."""
     text = "\n".join(body)
     if not TODO_CALL.search(text):
-        return 'holds no TODO (FA_TODO("%s", ...), or a device-side todo call): is it filled in?' % tag
-    named = FA_TODO_TAG.findall(text)
+        return 'holds no TODO (FA_TODO("%s", ...), or fa::device_todo("%s", ...)): is it filled in?' % (tag, tag)
+    named = TODO_TAG.findall(text)
     if any(n != tag for n in named):
-        return "holds an FA_TODO that names %s" % ", ".join(n for n in named if n != tag)
+        return "holds a TODO that names %s" % ", ".join(n for n in named if n != tag)
     return None
 
 
@@ -118,7 +127,12 @@ def normalized(lines):
 
 
 def exercise_folders(root):
-    return sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and d not in SKIP_NAMES)
+    if not os.path.isdir(root):
+        return []
+    # A folder without files is not an exercise (git keeps no empty folder; one left behind by a
+    # rename in a working copy is ignored).
+    return sorted(d for d in os.listdir(root)
+                  if os.path.isdir(os.path.join(root, d)) and d not in SKIP_NAMES and files_under(os.path.join(root, d)))
 
 
 def is_gpu_exercise(source, folder):
@@ -131,110 +145,177 @@ def is_gpu_exercise(source, folder):
     return False
 
 
-# ---- (a) and (d): the sources ----------------------------------------------------------------
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
 
-def check_sources(source, report):
+
+def stage_hole_path(source, stage_dir, rel):
+    """The stage's file that solutions/NN_name/rel must equal: steps/NN_name/holes/rel, or, for a
+    header of common/ (a path such as fa/cuda/tc/fragment_softmax.cuh), that header. None if neither."""
+    candidates = [os.path.join(stage_dir, "holes", rel)]
+    candidates += [os.path.join(source, root, rel) for root in COMMON_INCLUDE_ROOTS]
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+# ---- (a), (b), (c): the sources ----------------------------------------------------------------
+
+def check_trees(source, report):
     ex_root, sol_root = os.path.join(source, "exercises"), os.path.join(source, "solutions")
-    report.section("(a) exercises/ and solutions/ mirror each other")
-    ex_files, sol_files = files_under(ex_root), files_under(sol_root)
-    for p in sorted(ex_files - sol_files):
-        report.fail("exercises/%s has no twin in solutions/" % p)
-    for p in sorted(sol_files - ex_files):
-        report.fail("solutions/%s has no twin in exercises/" % p)
+    report.section("(a) the trees: exercise folders, their stages, no kernels, no identical files")
     ex_dirs, sol_dirs = exercise_folders(ex_root), exercise_folders(sol_root)
     if ex_dirs == sol_dirs:
-        report.ok("%d exercises in both: %s" % (len(ex_dirs), ", ".join(ex_dirs)))
+        report.ok("%d exercises in both trees: %s" % (len(ex_dirs), ", ".join(ex_dirs)))
     else:
         report.fail("exercise folders differ: exercises/ %s, solutions/ %s" % (ex_dirs, sol_dirs))
-
-    holes = {}  # tag -> (exercise folder, solution body)
-    tags_by_folder = {}
-    shared = sorted(ex_files & sol_files)
-    report.section("(d) starters and solutions differ only inside the holes")
-    for rel in shared:
-        try:
-            ex_out, ex_regions = parse_regions(os.path.join(ex_root, rel))
-            sol_out, sol_regions = parse_regions(os.path.join(sol_root, rel))
-        except ValueError as e:
-            report.fail(str(e))
-            continue
-        folder = rel.split(os.sep)[0]
-        ex_tags, sol_tags = [t for t, _ in ex_regions], [t for t, _ in sol_regions]
-        if ex_tags != sol_tags:
-            report.fail("%s: the holes differ: exercises/ %s, solutions/ %s" % (rel, ex_tags, sol_tags))
-            continue
-        if not ex_tags:
-            if read(os.path.join(ex_root, rel)) == read(os.path.join(sol_root, rel)):
-                report.ok("%s: identical in both (no holes)" % rel)
-            else:
-                report.fail("%s: has no holes, so it must be identical in exercises/ and solutions/, and is not" % rel)
-            continue
-        if ex_out != sol_out:
-            first = next(i for i, (a, b) in enumerate(zip(ex_out.split("\n") + [""], sol_out.split("\n") + [""])) if a != b)
-            report.fail("%s: starter and solution differ outside the holes (first at line %d of the text outside)"
-                        % (rel, first + 1))
-        else:
-            report.ok("%s: %d holes %s; identical outside them" % (rel, len(ex_tags), ", ".join(ex_tags)))
-        m = re.match(r"^(\d\d)_", folder)
-        for (tag, ex_body), (_, sol_body) in zip(ex_regions, sol_regions):
-            if not m or TAG.match(tag).group(1) != m.group(1):
-                report.fail("%s: hole %s does not belong to exercise folder %s" % (rel, tag, folder))
-            if tag in holes:
-                report.fail("%s: hole %s also appears in another file" % (rel, tag))
-            holes[tag] = (folder, sol_body, rel)
-            tags_by_folder.setdefault(folder, []).append(tag)
-            problem = starter_hole_problem(tag, ex_body)
-            if problem:
-                report.fail("exercises/%s: hole %s %s" % (rel, tag, problem))
-            if normalized(ex_body) == normalized(sol_body):
-                report.fail("%s: hole %s is the same in the starter and the solution" % (rel, tag))
     for folder in ex_dirs:
-        if folder not in tags_by_folder:
-            report.fail("exercises/%s has no holes" % folder)
+        if not re.match(r"^\d\d_", folder):
+            report.fail("exercises/%s: an exercise folder is named NN_name, after its stage" % folder)
+        elif not os.path.isdir(os.path.join(source, "steps", folder)):
+            report.fail("exercises/%s: there is no stage steps/%s" % (folder, folder))
 
-    report.section("(d) every solution hole equals the stage code with the same tag")
-    stage_regions = {}  # tag -> [(path, body)]
+    kernels = 0
+    by_content = {}
+    for tree, root in (("exercises", ex_root), ("solutions", sol_root)):
+        for rel in sorted(files_under(root)):
+            path = os.path.join(root, rel)
+            if KERNEL.search(read(path)):
+                kernels += 1
+                report.fail("%s/%s holds a __global__ kernel: a hole is a header the stage's kernel includes, "
+                            "never a copy of the kernel" % (tree, rel))
+            by_content.setdefault(read_bytes(path), []).append("%s/%s" % (tree, rel))
+    if not kernels:
+        report.ok("no file under exercises/ or solutions/ holds a __global__ kernel")
+    identical = [paths for paths in by_content.values()
+                 if any(p.startswith("exercises/") for p in paths) and any(p.startswith("solutions/") for p in paths)]
+    for paths in identical:
+        report.fail("byte-identical across the trees: %s (a file both trees need belongs to the stage, or "
+                    "to exercises/ alone)" % ", ".join(paths))
+    if not identical:
+        report.ok("no file of exercises/ is byte-identical to a file of solutions/")
+    return ex_dirs
+
+
+def check_holes(source, ex_dirs, report):
+    ex_root, sol_root = os.path.join(source, "exercises"), os.path.join(source, "solutions")
+    report.section("(b) every solution is the stage's hole, byte for byte; every hole has its starter")
+    holes_by_folder = {}  # folder -> [rel]
+    for folder in ex_dirs:
+        stage_dir = os.path.join(source, "steps", folder)
+        sol_files = sorted(files_under(os.path.join(sol_root, folder)))
+        ex_files = files_under(os.path.join(ex_root, folder))
+        if not sol_files:
+            report.fail("solutions/%s holds no hole" % folder)
+        for rel in sol_files:
+            stage_file = stage_hole_path(source, stage_dir, rel)
+            if stage_file is None:
+                report.fail("solutions/%s/%s: no stage file steps/%s/holes/%s (nor a header %s of common/): "
+                            "solutions/ holds only the stage's holes" % (folder, rel, folder, rel, rel))
+                continue
+            where = os.path.relpath(stage_file, source)
+            if read_bytes(stage_file) == read_bytes(os.path.join(sol_root, folder, rel)):
+                report.ok("solutions/%s/%s = %s" % (folder, rel, where))
+            else:
+                report.fail("solutions/%s/%s differs from %s (copy the stage's file: cp %s solutions/%s/%s)"
+                            % (folder, rel, where, where, folder, rel))
+            if rel not in ex_files:
+                report.fail("exercises/%s/%s: the starter of this hole is missing" % (folder, rel))
+            holes_by_folder.setdefault(folder, []).append(rel)
+        holes_dir = os.path.join(stage_dir, "holes")
+        for rel in sorted(files_under(holes_dir)) if os.path.isdir(holes_dir) else []:
+            if rel not in sol_files:
+                report.fail("steps/%s/holes/%s has no solution solutions/%s/%s (and starter)" % (folder, rel, folder, rel))
+        # The checks must reach a hole through the include path, or the solution's build would
+        # compile the starter next to them.
+        for rel in sorted(ex_files - set(sol_files)):
+            for included in QUOTED_INCLUDE.findall(read(os.path.join(ex_root, folder, rel))):
+                if included in sol_files:
+                    report.fail('exercises/%s/%s: #include "%s" finds the starter even in the solution\'s build; '
+                                "write #include <%s>" % (folder, rel, included, included))
+    counted = sum(len(v) for v in holes_by_folder.values())
+    report.ok("%d hole files in %d exercises" % (counted, len(holes_by_folder)))
     for stage_dir in sorted(glob.glob(os.path.join(source, "steps", "[0-9][0-9]_*"))):
-        for rel in sorted(files_under(stage_dir)):
-            path = os.path.join(stage_dir, rel)
+        folder = os.path.basename(stage_dir)
+        if folder not in ex_dirs and os.path.isdir(os.path.join(stage_dir, "holes")):
+            report.note("steps/%s/holes/ exists, and there is no exercise %s yet" % (folder, folder[:2]))
+    return holes_by_folder
+
+
+def check_regions(source, holes_by_folder, report):
+    ex_root, sol_root = os.path.join(source, "exercises"), os.path.join(source, "solutions")
+    report.section("(c) each starter hole has the solution's regions, each a TODO")
+    tags_by_folder = {}
+    for folder, rels in sorted(holes_by_folder.items()):
+        for rel in rels:
+            starter = os.path.join(ex_root, folder, rel)
+            if not os.path.isfile(starter):
+                continue  # reported in (b)
+            try:
+                _, ex_regions = parse_regions(starter)
+                _, sol_regions = parse_regions(os.path.join(sol_root, folder, rel))
+            except ValueError as e:
+                report.fail(str(e))
+                continue
+            ex_tags, sol_tags = [t for t, _ in ex_regions], [t for t, _ in sol_regions]
+            if ex_tags != sol_tags:
+                report.fail("%s/%s: the regions differ: exercises/ %s, solutions/ %s" % (folder, rel, ex_tags, sol_tags))
+                continue
+            if not ex_tags:
+                report.fail("%s/%s: no marked region (// >>> ex%s:tag ... // <<< ex%s:tag)"
+                            % (folder, rel, folder[:2], folder[:2]))
+                continue
+            bad = 0
+            for (tag, ex_body), (_, sol_body) in zip(ex_regions, sol_regions):
+                if TAG.match(tag).group(1) != folder[:2]:
+                    bad += 1
+                    report.fail("%s/%s: region %s does not belong to exercise %s" % (folder, rel, tag, folder[:2]))
+                problem = starter_hole_problem(tag, ex_body)
+                if problem:
+                    bad += 1
+                    report.fail("exercises/%s/%s: region %s %s" % (folder, rel, tag, problem))
+                if normalized(ex_body) == normalized(sol_body):
+                    bad += 1
+                    report.fail("%s/%s: region %s is the same in the starter and the solution" % (folder, rel, tag))
+                tags_by_folder.setdefault(folder, []).append(tag)
+            if not bad:
+                report.ok("exercises/%s/%s: %d TODO regions %s" % (folder, rel, len(ex_tags), ", ".join(ex_tags)))
+        all_tags = tags_by_folder.get(folder, [])
+        if len(set(all_tags)) != len(all_tags):
+            report.fail("exercises/%s: a region tag appears twice: %s" % (folder, all_tags))
+
+    # A region marked in stage code outside a hole: the code an exercise used to copy.
+    hole_files = set()
+    for folder, rels in holes_by_folder.items():
+        for rel in rels:
+            path = stage_hole_path(source, os.path.join(source, "steps", folder), rel)
+            if path:
+                hole_files.add(os.path.realpath(path))
+    roots = sorted(glob.glob(os.path.join(source, "steps", "[0-9][0-9]_*")))
+    roots += [os.path.join(source, r) for r in COMMON_INCLUDE_ROOTS]
+    numbers = set(f[:2] for f in holes_by_folder)
+    for root in roots:
+        for rel in sorted(files_under(root)):
+            path = os.path.join(root, rel)
+            if os.path.realpath(path) in hole_files or not rel.endswith((".h", ".hpp", ".cuh", ".cpp", ".cu")):
+                continue
             try:
                 _, regions = parse_regions(path)
             except ValueError as e:
                 report.fail(str(e))
                 continue
-            for tag, body in regions:
-                stage_regions.setdefault(tag, []).append((os.path.relpath(path, source), body))
-    for tag, (folder, sol_body, rel) in sorted(holes.items()):
-        number = TAG.match(tag).group(1)
-        stage_dirs = glob.glob(os.path.join(source, "steps", number + "_*"))
-        if len(stage_dirs) != 1:
-            report.fail("%s: expected one stage folder steps/%s_*, found %d" % (tag, number, len(stage_dirs)))
-            continue
-        found = [(p, b) for p, b in stage_regions.get(tag, []) if p.startswith(os.path.relpath(stage_dirs[0], source) + os.sep)]
-        if len(found) != 1:
-            report.fail("%s: the stage %s holds %d regions with this tag, expected 1"
-                        % (tag, os.path.relpath(stage_dirs[0], source), len(found)))
-            continue
-        path, body = found[0]
-        if normalized(body) == normalized(sol_body):
-            report.ok("%s: solutions/%s = %s" % (tag, rel, path))
-        else:
-            report.fail("%s: solutions/%s differs from %s (copy the stage code into the solution, or fix the stage)"
-                        % (tag, rel, path))
-    numbers = set(f[:2] for f in exercise_folders(os.path.join(source, "exercises")))
-    for tag, places in sorted(stage_regions.items()):
-        if tag in holes:
-            continue
-        if TAG.match(tag).group(1) in numbers:
-            report.fail("%s: %s marks a region that exercise %s does not have as a hole"
-                        % (tag, places[0][0], TAG.match(tag).group(1)))
-        else:  # the stage is marked up before its exercise is written: not drift yet
-            report.note("%s: %s marks a region, and there is no exercise %s yet"
-                        % (tag, places[0][0], TAG.match(tag).group(1)))
-    return ex_dirs, tags_by_folder
+            for tag, _ in regions:
+                where = os.path.relpath(path, source)
+                if TAG.match(tag).group(1) in numbers:
+                    report.fail("%s: region %s outside the exercise's holes (move it into a hole header)" % (where, tag))
+                else:
+                    report.note("%s: marks region %s, and exercise %s has no hole yet" % (where, tag, tag[2:4]))
+    return tags_by_folder
 
 
-# ---- (b) and (c): the executables ------------------------------------------------------------
+# ---- (d) and (e): the executables ------------------------------------------------------------
 
 def load_manifests(build, report):
     entries = {}
@@ -325,15 +406,18 @@ def main():
     source, build = os.path.abspath(args.source), os.path.abspath(args.build)
     report = Report()
     print("course check: source %s, build %s" % (source, build))
-    ex_dirs, tags_by_folder = check_sources(source, report)
-    report.section("(b) every solution passes its checks, (c) every starter fails them, naming a TODO")
+    ex_dirs = check_trees(source, report)
+    holes_by_folder = check_holes(source, ex_dirs, report)
+    tags_by_folder = check_regions(source, holes_by_folder, report)
+    report.section("(d) every solution passes its checks, (e) every starter fails them, naming a TODO")
     rows = check_executables(source, build, ex_dirs, tags_by_folder, report)
 
     report.section("summary")
     for folder in ex_dirs:
         results = dict((role, r) for f, role, r in rows if f == folder)
-        print("  %-28s %2d holes   solution: %-14s starter: %s"
-              % (folder, len(tags_by_folder.get(folder, [])), results.get("solution", "-"), results.get("starter", "-")))
+        print("  %-26s %d files %2d TODOs   solution: %-14s starter: %s"
+              % (folder, len(holes_by_folder.get(folder, [])), len(tags_by_folder.get(folder, [])),
+                 results.get("solution", "-"), results.get("starter", "-")))
     if report.failures:
         print("\nFAIL: %d problem(s) above" % report.failures)
         return 1

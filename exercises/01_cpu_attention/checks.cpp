@@ -1,5 +1,6 @@
-// Exercise 01 — the checks, in the order of the holes: S, then P and LSE, then O. The same file
-// builds against the starter (exercises/) and the solution (solutions/).
+// Exercise 01 — the checks, in the order of the holes: S, then P and LSE, then O. They run stage
+// 01's own code (attention.cpp), built against the starter's hole attention_head.hpp
+// (exercises/01_cpu_attention/) or the solution's (solutions/01_cpu_attention/).
 //   cmake --build build --target check_ex01
 #include <doctest/doctest.h>
 
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "attention_exercise.hpp"
+#include "01_cpu_attention/attention.hpp"  // stage 01, built against the hole attention_head.hpp
 #include "fa/compare.hpp"
 #include "fa/exercise.hpp"
 #include "fa/random.hpp"
@@ -42,7 +43,7 @@ struct Head {
 // of S passes while the later holes are still TODOs.
 std::string run_head(const fa::Problem& p, const fa::AttentionData& in, Head& h) {
   try {
-    fa::ex01::attention_head(p, in.q.head(0, 0), in.k.head(0, 0), in.v.head(0, 0),
+    fa::step01::attention_head(p, in.q.head(0, 0), in.k.head(0, 0), in.v.head(0, 0),
                              fa::MapRM(h.S.data(), p.seq_q, p.seq_k), fa::MapRM(h.P.data(), p.seq_q, p.seq_k),
                              fa::MapRM(h.O.data(), p.seq_q, p.dim), h.lse.data());
   } catch (const fa::TodoNotDone& e) {
@@ -77,7 +78,7 @@ void check_forward(const fa::Problem& p, const fa::AttentionData& in, fa::Tolera
   INFO(p.describe());
   fa::AttentionResult out(p);
   fa::MemoryMeter meter;
-  fa::ex01::attention_forward(p, in.view(), out.view(), meter);
+  fa::step01::attention_forward(p, in.view(), out.view(), meter);
   const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
   const auto o = fa::compare("O", out.o.values(), ref.o, tol, fa::index_in({p.batch, p.heads, p.seq_q, p.dim}));
   const auto lse = fa::compare("LSE", out.lse.values(), ref.lse, tol, fa::index_in({p.batch, p.heads, p.seq_q}));
@@ -147,6 +148,6 @@ TEST_CASE("the workspace that the meter measures is S and P: 2 * Nq * Nk * 4 byt
   const fa::AttentionData in = fa::make_inputs(p, 30);
   fa::AttentionResult out(p);
   fa::MemoryMeter meter;
-  fa::ex01::attention_forward(p, in.view(), out.view(), meter);
+  fa::step01::attention_forward(p, in.view(), out.view(), meter);
   CHECK(meter.peak() == 2 * 100 * 60 * 4);
 }

@@ -1,6 +1,7 @@
 // Exercise 02 — the checks, in the order of the holes: the online update of one tile alone, then
-// the whole tiled forward. The same file builds against the starter (exercises/) and the solution
-// (solutions/).
+// the whole tiled forward. They run stage 02's own code (online_softmax.cpp), built against the
+// starter's hole tiled_attention.hpp (exercises/02_cpu_online_softmax/) or the solution's
+// (solutions/02_cpu_online_softmax/).
 //   cmake --build build --target check_ex02
 #include <doctest/doctest.h>
 
@@ -8,11 +9,11 @@
 #include <limits>
 #include <vector>
 
+#include "02_cpu_online_softmax/online_softmax.hpp"  // stage 02, built against the hole tiled_attention.hpp
 #include "fa/compare.hpp"
 #include "fa/random.hpp"
 #include "fa/reference.hpp"
 #include "fa/stage.hpp"
-#include "online_softmax_exercise.hpp"
 
 namespace {
 
@@ -55,7 +56,7 @@ void check_update(const fa::Problem& p, std::int64_t tile, std::uint64_t seed) {
   for (std::int64_t j0 = 0; j0 < nk; j0 += tile) {
     const std::int64_t cols = std::min(tile, nk - j0);
     fa::MatrixRM t = s.middleCols(j0, cols);
-    fa::ex02::online_softmax_update(p, 0, j0, fa::MapRM(t.data(), nq, cols), m.data(), l.data(),
+    fa::step02::online_softmax_update(p, 0, j0, fa::MapRM(t.data(), nq, cols), m.data(), l.data(),
                                     fa::MapRM(o.data(), nq, d));
     o += t * v.middleRows(j0, cols);
   }
@@ -86,7 +87,7 @@ void check_forward(const fa::Problem& p, const fa::AttentionData& in, fa::Tolera
   INFO(p.describe());
   fa::AttentionResult out(p);
   fa::MemoryMeter meter;
-  fa::ex02::attention_forward(p, in.view(), out.view(), meter);
+  fa::step02::attention_forward(p, in.view(), out.view(), meter);
   const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
   const auto o = fa::compare("O", out.o.values(), ref.o, tol, fa::index_in({p.batch, p.heads, p.seq_q, p.dim}));
   const auto lse = fa::compare("LSE", out.lse.values(), ref.lse, tol, fa::index_in({p.batch, p.heads, p.seq_q}));
@@ -105,8 +106,8 @@ TEST_CASE("ex02:update — tiles folded one after another give the running max, 
 }
 
 TEST_CASE("ex02:kv_loop and ex02:finish — the whole tiled forward against float64") {
-  using fa::ex02::kBc;
-  using fa::ex02::kBr;
+  using fa::step02::kBc;
+  using fa::step02::kBr;
   // N = 1; one key or row short of a tile, a tile, one past it; Nq != Nk both ways; every D.
   const std::int64_t shapes[][3] = {{1, 1, 16},          {kBr - 1, kBc, 32},     {kBr, kBc + 1, 16},
                                     {kBr + 1, 2 * kBc + 2, 64}, {2 * kBr + 2, kBc + 1, 32}, {150, 40, 128}};
@@ -123,12 +124,12 @@ TEST_CASE("ex02:kv_loop and ex02:finish — the whole tiled forward against floa
 
 TEST_CASE("the workspace that the meter measures is one tile and m, l for every row of a head") {
   for (const std::int64_t n : {100, 1000}) {
-    const std::int64_t bytes = (fa::ex02::kBr * fa::ex02::kBc + 2 * n) * 4;
+    const std::int64_t bytes = (fa::step02::kBr * fa::step02::kBc + 2 * n) * 4;
     const fa::Problem p = problem(n, n, 16, true);
     const fa::AttentionData in = fa::make_inputs(p, 30);
     fa::AttentionResult out(p);
     fa::MemoryMeter meter;
-    fa::ex02::attention_forward(p, in.view(), out.view(), meter);
+    fa::step02::attention_forward(p, in.view(), out.view(), meter);
     CHECK_MESSAGE(meter.peak() == bytes, "N = " << n);
   }
 }

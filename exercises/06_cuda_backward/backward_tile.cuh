@@ -1,16 +1,24 @@
-// backward_tile.cuh — stage 06: the two lines of calculus that the backward kernels are built on.
+// Exercise 06 — the starter of stage 06's hole backward_tile.cuh: the two lines of calculus that
+// the backward kernels are built on.
 //
-// Kept apart from the kernels (flash_backward.cu) because they are exercise ex06: the learner's
-// copy of this file (exercises/06_cuda_backward/backward_tile.cuh) has the two marked regions
-// emptied, and the exercise builds the real stage kernels against it. The functions are
-// __host__ __device__ so that the exercise's first checks run them on the host, where a TODO can
-// throw and name itself (device code cannot throw).
+// The stage's kernels (steps/06_cuda_backward/flash_backward.cu) include this file as
+// <backward_tile.cuh>; the exercise builds them with this folder first on the include path, so
+// they run your two functions. Fill in the two holes, in order, between `// >>> ex06:TAG` and
+// `// <<< ex06:TAG` (leave the markers: the course check and ./course check read them):
+//   ex06:ds    grad_score(p, dp, delta): dS_ij = P_ij (dP_ij − D_i) for one element
+//   ex06:dkdv  accumulate_dk_dv: for every m < TM and n < TN,
+//                dv[m][n] += p[m] · d_o[n]      (dV = Pᵀ dO, one column r of the tile at a time)
+//                dk[m][n] += ds[m] · q[n]       (dK = dSᵀ Q; the kernel folds the scale into dS)
+// The functions are __host__ __device__: the first checks run them on the host, where a hole
+// throws and names itself; on the device a hole gives NaN, and the kernel checks fail.
 //
 // Notation (docs/glossary.md): P = exp(S − LSE) is the softmax of one query row i, dP = dO Vᵀ,
 // delta_i = D_i = rowsum(dO ∘ O) (called `delta` in code because D is the head dimension).
+// Check your work: ./course check ex06 (or cmake --build build --target check_ex06). The chapter
+// is docs/06_cuda_backward.md; the answer is solutions/06_cuda_backward/backward_tile.cuh.
 //
 // What you should see when it passes (on a GPU): three `ok` lines, then `3 of 3 checks pass.`
-// Without a GPU only the host checks run; the kernel checks report skipped (exit 77).
+// Without a GPU the checks report skipped (exit 77), the host checks included: that is not a pass.
 // Hints, one at a time:
 //   1. Both holes are a line or two: ex06:ds one element, ex06:dkdv two nested loops.
 //   2. dS_ij = P_ij (dP_ij − D_i) with D_i = rowsum(dO ∘ O); dV += Pᵀ dO; dK += dSᵀ Q.
@@ -25,10 +33,6 @@
 #include "fa/exercise.hpp"
 
 namespace fa::step06 {
-
-// What a starter's hole gives the device, where FA_TODO cannot throw: NaN, so that a kernel built
-// on an unfinished helper fails its comparison (on the host the hole throws fa::TodoNotDone).
-inline constexpr float kTodoNaN = __builtin_nanf("");
 
 // dS_ij = P_ij (dP_ij − D_i): the softmax's Jacobian applied to dP for one element. It needs only
 // the row's D_i, never the whole row of P: that is what makes a tiled backward possible.

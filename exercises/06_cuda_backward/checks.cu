@@ -12,14 +12,15 @@
 // The host checks run first (a hole throws there and names itself); then stage 06's real kernels,
 // built against your backward_tile.cuh, run on the GPU against the float64 backward. Needs a CUDA
 // device: without one the checks report "skipped" (exit 77). The same file builds against the
-// solution.
+// solution (check_ex06_solution).
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <string>
 
+#include <backward_tile.cuh>  // the hole: the starter's or the solution's, by the include path
+
 #include "06_cuda_backward/flash_backward.cuh"
-#include "backward_tile.cuh"
 #include "fa/backward.hpp"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/stage.hpp"

@@ -1,8 +1,8 @@
-// Exercise 10 — the checks, in the order of the holes: merged_lse alone, part_weight alone, then
+// Exercise 11 — the checks, in the order of the holes: merged_lse alone, part_weight alone, then
 // attention over one row split into chunks (some empty, some fully masked), each chunk's (O_s,
 // LSE_s) computed in float64, merged with the two functions, against float64 in one piece. The same
-// file builds against the starter (exercises/) and the solution (solutions/).
-//   cmake --build build --target check_ex10
+// file builds against the starter's split_merge.hpp (exercises/) and the solution's (solutions/).
+//   cmake --build build --target check_ex11
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -10,9 +10,10 @@
 #include <limits>
 #include <vector>
 
+#include <split_merge.hpp>  // the hole: the starter's or the solution's, by the include path
+
 #include "fa/random.hpp"
 #include "fa/row_attention.hpp"
-#include "split_merge.hpp"
 
 namespace {
 

@@ -1,5 +1,7 @@
-// Exercise 10 — the split-KV merge: the rule that joins the partial results of split-KV decoding
-// (stage 11, steps/11_decoding/split_merge.hpp; its kernels call these two functions).
+// Exercise 11 — the starter of stage 11's hole split_merge.hpp: the split-KV merge, the rule that
+// joins the partial results of split-KV decoding. The stage's kernels (decode_kernel.cuh) include
+// it as <split_merge.hpp>; the exercise puts this folder first on the include path, and its checks
+// run your two functions on the CPU.
 //
 // A split s of the keys returns, for one query row, the course's pair (O_s, LSE_s): its output
 // normalized by its own sum, and LSE_s = log Σ_{j in s} exp(τ·s_ij). Fill in the two holes below,
@@ -12,8 +14,8 @@
 //   ex11:weight      the weight of part s in the merged O = Σ_s weight_s · O_s: its share of the
 //                    row's whole sum, exp(LSE_s − LSE); 0 when the row saw no key (LSE = −inf).
 //
-// Check your work (builds this file with checks.cpp and runs the checks, in the order of the holes):
-//   cmake --build build --target check_ex10
+// Check your work (runs the checks in the order of the holes):
+//   ./course check ex11        (or: cmake --build build --target check_ex11)
 //
 // What you should see when it passes: `ok` lines for the two functions and for attention split
 // into chunks and merged against float64 in one piece, then `3 of 3 checks pass.`
@@ -25,7 +27,7 @@
 //   3. expf(−inf − (−inf)) is NaN: test M == -INFINITY before subtracting.
 // Common mistakes: summing exp(LSE_s) directly (overflows for LSE_s > 88); forgetting the stride
 // (the parts of one row are `stride` floats apart); returning NaN for a row without keys.
-// The chapter is docs/11_decoding.md; the answer is in solutions/11_decoding/.
+// The chapter is docs/11_decoding.md; the answer is solutions/11_decoding/split_merge.hpp.
 #pragma once
 
 #include <cmath>

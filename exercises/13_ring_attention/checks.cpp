@@ -1,9 +1,10 @@
-// Exercise 11 — the checks, in the order of the holes: log_add_exp alone (float and double), merge_row
+// Exercise 13 — the checks, in the order of the holes: log_add_exp alone (float and double), merge_row
 // alone, then one row of attention whose keys are cut into blocks that arrive in ring order (not
 // sequence order), some hidden by the causal mask and never merged, folded in one at a time in
-// float against float64 in one piece. The same file builds against the starter (exercises/) and
-// the solution (solutions/).
-//   cmake --build build --target check_ex11
+// float against float64 in one piece; last, stage 13's own CPU ring (ring_model.cpp, built against
+// the hole) against float64 attention. The same file builds against the starter's ring_merge.hpp
+// (exercises/) and the solution's (solutions/).
+//   cmake --build build --target check_ex13
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,9 +12,12 @@
 #include <limits>
 #include <vector>
 
+#include <ring_merge.hpp>  // the hole: the starter's or the solution's, by the include path
+
+#include "13_ring_attention/ring_model.hpp"
 #include "fa/random.hpp"
+#include "fa/reference.hpp"
 #include "fa/row_attention.hpp"
-#include "ring_merge.hpp"
 
 namespace {
 
@@ -102,5 +106,24 @@ TEST_CASE("a row's blocks merged in ring order, one at a time, equal attention i
         CHECK_MESSAGE(std::abs(o[c] - whole.o[c]) <= 1e-5 * (1.0 + std::abs(whole.o[c])),
                       "O[" << c << "] = " << o[c] << ", float64 in one piece: " << whole.o[c]);
     }
+  }
+}
+
+TEST_CASE("stage 13's CPU ring, with your merge, equals attention in one piece (4 GPUs, causal, large logits)") {
+  // The ring as the GPUs run it, in float64: each GPU folds the blocks it receives into its running
+  // (O, LSE) with merge_row, in ring order; the zigzag split gives every GPU two chunks.
+  for (const fa::InputKind kind : {fa::InputKind::normal, fa::InputKind::large_logits}) {
+    fa::Problem p;
+    p.batch = 1;
+    p.heads = 2;
+    p.seq_q = p.seq_k = 200;
+    p.dim = 32;
+    p.causal = true;
+    const fa::AttentionData in = fa::make_inputs(p, 1313, kind);
+    const fa::ReferenceF64 want = fa::reference_attention_f64(p, in);
+    const fa::step13::RingForwardF64 ring = fa::step13::ring_forward_model(p, in, 4, fa::step13::Split::zigzag);
+    INFO(fa::to_string(kind) << " inputs");
+    CHECK(fa::step13::max_relative_error(ring.o, want.o) < 1e-12);
+    CHECK(fa::step13::max_relative_error(ring.lse, want.lse) < 1e-12);
   }
 }

@@ -1,6 +1,8 @@
-// Exercise 11 — the ring's merge: after each block of keys, every GPU of the ring folds the block's
-// partial result into a running one (stage 13, steps/13_ring_attention/ring_merge.hpp; its CPU
-// model and its GPU code call these two functions).
+// Exercise 13 — the starter of stage 13's hole ring_merge.hpp: the ring's merge. After each block
+// of keys, every GPU of the ring folds the block's partial result into a running one. The stage's
+// CPU ring (ring_model.cpp) and GPU kernels (ring_kernels.cuh) include this file as
+// <ring_merge.hpp>; the exercise puts this folder first on the include path, and its checks run
+// your two functions alone and inside the stage's CPU ring.
 //
 // A block b of keys gives, for one query row, the course's pair (O_b, LSE_b): its output normalized
 // by its own sum, and LSE_b = log Σ_{j in b} exp(τ·s_ij). The row keeps a running pair (O, LSE)
@@ -14,14 +16,14 @@
 //                     O' = exp(LSE − LSE')·O + exp(LSE_b − LSE')·O_b, then LSE = LSE'. When LSE'
 //                     is −inf (neither has seen a key) leave O and LSE as they are.
 //
-// Check your work (builds this file with checks.cpp and runs the checks, in the order of the holes):
-//   cmake --build build --target check_ex11
+// Check your work (runs the checks in the order of the holes):
+//   ./course check ex13        (or: cmake --build build --target check_ex13)
 //
-// What you should see when it passes: `ok` lines for the two functions and for a ring of blocks
-// visited out of order and merged one at a time against float64 in one piece, then
-// `3 of 3 checks pass.`
+// What you should see when it passes: `ok` lines for the two functions, for a ring of blocks
+// visited out of order and merged one at a time against float64 in one piece, and for the stage's
+// CPU ring on your merge, then `4 of 4 checks pass.`
 // Hints, one at a time:
-//   1. Exercise 10 merged all parts at once (M = the max of all LSEs); here there are two at a time,
+//   1. Exercise 11 merged all parts at once (M = the max of all LSEs); here there are two at a time,
 //      so the max is just the larger of the two.
 //   2. exp(−inf) is 0, so a block or a running pair with LSE = −inf weighs nothing by itself; only
 //      −inf − (−inf) is NaN, which is why both holes test for −inf first.
@@ -30,7 +32,7 @@
 // Common mistakes: log(exp(a) + exp(b)) as written (overflows past 88 in float); forgetting to
 // store the new LSE (the next block then gets the wrong weight); updating LSE before computing the
 // old pair's weight.
-// The chapter is docs/13_ring_attention.md; the answer is in solutions/13_ring_attention/.
+// The chapter is docs/13_ring_attention.md; the answer is solutions/13_ring_attention/ring_merge.hpp.
 #pragma once
 
 #include <cmath>

@@ -1,36 +1,25 @@
-// Exercise 10 — the split-KV merge: the rule that joins the partial results of split-KV decoding
-// (stage 11, steps/11_decoding/split_merge.hpp; its kernels call these two functions).
+// split_merge.hpp — stage 11's hole: the merge of partial attention results, the one rule that
+// split-KV decoding adds to the course. Plain C++ that the CUDA kernels also call (FA_HOST_DEVICE):
+// decode_kernel.cuh includes it as <split_merge.hpp>, and exercise ex11 puts the learner's copy
+// (exercises/11_decoding/split_merge.hpp) first on the include path; its checks run it on the CPU.
 //
-// A split s of the keys returns, for one query row, the course's pair (O_s, LSE_s): its output
-// normalized by its own sum, and LSE_s = log Σ_{j in s} exp(τ·s_ij). Fill in the two holes below,
-// in order. Each sits between `// >>> ex11:TAG` and `// <<< ex11:TAG` and holds an FA_TODO that
-// says what to write: replace the FA_TODO line with your code, keep the markers.
+// A split s of the keys is an ordinary attention over its chunk of keys: it returns, for each query
+// row, the course's pair (O_s, LSE_s): O_s normalized by its own sum, LSE_s = log Σ_{j in s} exp(τ·s_ij).
+// The chunks partition the keys, so the row's whole sum is the sum of the parts' sums:
 //
-//   ex11:merged_lse  LSE = log Σ_s exp(LSE_s) over `parts` values lse[0], lse[stride], ...,
-//                    computed without overflow: M = max_s LSE_s, LSE = M + log Σ_s exp(LSE_s − M).
-//                    If every part is −inf (no part saw a key) return −inf, never NaN.
-//   ex11:weight      the weight of part s in the merged O = Σ_s weight_s · O_s: its share of the
-//                    row's whole sum, exp(LSE_s − LSE); 0 when the row saw no key (LSE = −inf).
+//   LSE = log Σ_s exp(LSE_s)                 computed as  M + log Σ_s exp(LSE_s − M),  M = max_s LSE_s
+//   O   = Σ_s exp(LSE_s − LSE) · O_s         each part weighted by its share of the whole sum
 //
-// Check your work (builds this file with checks.cpp and runs the checks, in the order of the holes):
-//   cmake --build build --target check_ex10
+// This is stage 02's online softmax again (docs/02_cpu_online_softmax.md): there a running (m, l, Õ)
+// absorbs one tile after another; here finished (O_s, LSE_s) pairs, with m_s + log l_s = LSE_s, are
+// merged all at once. Stage 13 merges the same pairs across GPUs.
 //
-// What you should see when it passes: `ok` lines for the two functions and for attention split
-// into chunks and merged against float64 in one piece, then `3 of 3 checks pass.`
-// Hints, one at a time:
-//   1. This is stage 02's online softmax with whole chunks instead of tiles: a part with LSE_s is a
-//      running (m, l) with m + log l = LSE_s.
-//   2. Two loops: the max, then the sum of exp(lse[s·stride] − M). Use fmaxf, expf and logf (the
-//      stage compiles the same code for the GPU).
-//   3. expf(−inf − (−inf)) is NaN: test M == -INFINITY before subtracting.
-// Common mistakes: summing exp(LSE_s) directly (overflows for LSE_s > 88); forgetting the stride
-// (the parts of one row are `stride` floats apart); returning NaN for a row without keys.
-// The chapter is docs/11_decoding.md; the answer is in solutions/11_decoding/.
+// A part that saw no key (every key masked, or an empty chunk) has LSE_s = −inf and weight 0. When
+// every part is empty the row saw no key: LSE = −inf and O = 0, never NaN.
 #pragma once
 
 #include <cmath>
 
-#include "fa/exercise.hpp"
 #include "fa/host_device.hpp"
 
 namespace fa::step11 {

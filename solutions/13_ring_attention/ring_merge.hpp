@@ -1,41 +1,28 @@
-// Exercise 11 — the ring's merge: after each block of keys, every GPU of the ring folds the block's
-// partial result into a running one (stage 13, steps/13_ring_attention/ring_merge.hpp; its CPU
-// model and its GPU code call these two functions).
+// ring_merge.hpp — stage 13's hole: folding one partial result into a running one, the step every
+// GPU of the ring takes after each block of keys. Plain C++ that CUDA code can also call
+// (FA_HOST_DEVICE): the CPU ring (ring_model.cpp) and the GPU kernels (ring_kernels.cuh) include it
+// as <ring_merge.hpp>, and exercise ex13 puts the learner's copy (exercises/13_ring_attention/) first
+// on the include path: its checks run it alone and inside the CPU ring, in float and double.
 //
-// A block b of keys gives, for one query row, the course's pair (O_b, LSE_b): its output normalized
-// by its own sum, and LSE_b = log Σ_{j in b} exp(τ·s_ij). The row keeps a running pair (O, LSE)
-// over the blocks seen so far, (0, −inf) before the first. Fill in the two holes below, in order.
-// Each sits between `// >>> ex13:TAG` and `// <<< ex13:TAG` and holds an FA_TODO that says what to
-// write: replace the FA_TODO line with your code, keep the markers.
+// Each ring step gives a GPU, for each of its query rows, an ordinary attention over one block of
+// keys: the pair (O_b, LSE_b), O_b normalized by its own sum. The row keeps a running pair (O, LSE)
+// over the blocks seen so far and folds each new one in:
 //
-//   ex13:log_add_exp  log(exp(a) + exp(b)) for float or double, without overflow: with hi the
-//                     larger and lo the smaller, hi + log1p(exp(lo − hi)). Both −inf: return −inf.
-//   ex13:merge_row    fold (o_b, lse_b) into (o, lse): LSE' = log_add_exp(LSE, LSE_b),
-//                     O' = exp(LSE − LSE')·O + exp(LSE_b − LSE')·O_b, then LSE = LSE'. When LSE'
-//                     is −inf (neither has seen a key) leave O and LSE as they are.
+//   LSE' = log(exp(LSE) + exp(LSE_b))                 (log_add_exp: the sums of the two add up)
+//   O'   = exp(LSE − LSE') · O + exp(LSE_b − LSE') · O_b
 //
-// Check your work (builds this file with checks.cpp and runs the checks, in the order of the holes):
-//   cmake --build build --target check_ex11
+// This is stage 02's online softmax once more (docs/02_cpu_online_softmax.md): there the running
+// (m, l, Õ) absorbs a tile; here a finished block's (O_b, LSE_b), with LSE_b = m_b + log l_b. Stage
+// 11 merges all of a row's parts at once (split_merge.hpp); the ring has them one at a time, on
+// different GPUs, so it merges two at a time. The order does not matter: the result is the same up
+// to rounding.
 //
-// What you should see when it passes: `ok` lines for the two functions and for a ring of blocks
-// visited out of order and merged one at a time against float64 in one piece, then
-// `3 of 3 checks pass.`
-// Hints, one at a time:
-//   1. Exercise 10 merged all parts at once (M = the max of all LSEs); here there are two at a time,
-//      so the max is just the larger of the two.
-//   2. exp(−inf) is 0, so a block or a running pair with LSE = −inf weighs nothing by itself; only
-//      −inf − (−inf) is NaN, which is why both holes test for −inf first.
-//   3. Write the code for any T: `using std::exp, std::log1p;` then exp(x), log1p(x), and
-//      -T(INFINITY) for −inf. Convert o_b[c] with static_cast<T> (the GPU's blocks are 16-bit).
-// Common mistakes: log(exp(a) + exp(b)) as written (overflows past 88 in float); forgetting to
-// store the new LSE (the next block then gets the wrong weight); updating LSE before computing the
-// old pair's weight.
-// The chapter is docs/13_ring_attention.md; the answer is in solutions/13_ring_attention/.
+// A block that the causal mask hides entirely is never computed; a row that has seen no key yet
+// holds (O = 0, LSE = −inf), which weighs nothing, and two −inf merge to −inf, never NaN.
 #pragma once
 
 #include <cmath>
 
-#include "fa/exercise.hpp"
 #include "fa/host_device.hpp"
 
 namespace fa::step13 {

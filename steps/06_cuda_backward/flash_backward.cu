@@ -10,7 +10,7 @@
 //     P_ij  = exp(S_ij − LSE_i)                                     recomputed, no max, no sum
 //     dV_j += P_ijᵀ dO_i
 //     dP_ij = dO_i V_jᵀ
-//     dS_ij = P_ij ∘ (dP_ij − D_i)                                  (backward_tile.cuh, ex06)
+//     dS_ij = P_ij ∘ (dP_ij − D_i)                                  (holes/backward_tile.cuh, ex06)
 //     dK_j += scale · dS_ijᵀ Q_i
 //     dQ_i += scale · dS_ij K_j    float atomics (default), or the dQ kernel below (deterministic)
 //

@@ -62,7 +62,7 @@
 #include "fa/cuda/tc/fragment_softmax.cuh"
 #include "fa/cuda/tc/tile_ops.cuh"
 #include "fa/cuda/ptx/grid_dependency.cuh"
-#include "11_decoding/split_merge.hpp"
+#include <split_merge.hpp>  // the hole of exercise ex11 (holes/)
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"

@@ -10,7 +10,8 @@
 #include <string>
 #include <utility>
 
-#include "13_ring_attention/ring_merge.hpp"
+#include <ring_merge.hpp>  // the hole of exercise ex13 (holes/)
+
 #include "fa/backward.hpp"
 #include "fa/reference.hpp"
 

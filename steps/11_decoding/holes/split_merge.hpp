@@ -1,6 +1,7 @@
-// split_merge.hpp — stage 11: the merge of partial attention results, the one rule that split-KV
-// decoding adds to the course. Plain C++ that the CUDA kernels also call (FA_HOST_DEVICE): the
-// exercise (exercises/11_decoding/) runs it on the CPU, the stage on the GPU.
+// split_merge.hpp — stage 11's hole: the merge of partial attention results, the one rule that
+// split-KV decoding adds to the course. Plain C++ that the CUDA kernels also call (FA_HOST_DEVICE):
+// decode_kernel.cuh includes it as <split_merge.hpp>, and exercise ex11 puts the learner's copy
+// (exercises/11_decoding/split_merge.hpp) first on the include path; its checks run it on the CPU.
 //
 // A split s of the keys is an ordinary attention over its chunk of keys: it returns, for each query
 // row, the course's pair (O_s, LSE_s): O_s normalized by its own sum, LSE_s = log Σ_{j in s} exp(τ·s_ij).
@@ -19,7 +20,6 @@
 
 #include <cmath>
 
-#include "fa/exercise.hpp"
 #include "fa/host_device.hpp"
 
 namespace fa::step11 {

@@ -1,53 +1,21 @@
-// Exercise 02 — the online softmax: attention in tiles over K/V, the code of stage 02.
+// tiled_attention.hpp — stage 02's hole: the online-softmax update of one tile and the tiled loop
+// of the forward (online_softmax.cpp says the math).
 //
-// Fill in the three holes below, in order. Each hole sits between the markers `// >>> ex02:TAG`
-// and `// <<< ex02:TAG` and holds an FA_TODO that says what to write: replace the FA_TODO line
-// with your code and leave the markers where they are (the course check reads them).
-// For one tile of scores S (rows i0.. of the query tile Q_i, keys j0.. of the key tile K_j):
-//
-//   ex02:update   row by row, over the keys of this tile that the row sees (P̃ = 0 for the others):
-//                 m_new = max(m, rowmax S),  α = exp(m − m_new),  P̃ = exp(S − m_new) in place of S,
-//                 l = α·l + rowsum P̃,  Õ = α·Õ,  m = m_new
-//                 (a row that sees no key of this tile keeps m, l and Õ, and gets P̃ = 0)
-//   ex02:kv_loop  the outer loop over key tiles j0 = 0, Bc, 2·Bc, ..., the inner loop over query
-//                 tiles i0 = 0, Br, ...: S = τ · Q_i K_jᵀ into the score tile,
-//                 online_softmax_update() with rows i0.. of m and l, then Õ_i += P̃ V_j. Skip a
-//                 query tile whose last row sees none of K_j: causal hides the tile from every row.
-//   ex02:finish   once per row, after the last tile: O = Õ / l and LSE = m + log l; a row that saw
-//                 no key keeps Õ = 0 and gets LSE = −inf (never NaN)
-//
-// Check your work: this builds this file with checks.cpp and runs the checks, in the order of the
-// holes; a failure names the TODO it stopped at, or the values that are wrong:
-//   cmake --build build --target check_ex02
-//
-// Eigen, in one line each: Q.middleRows(i0, n) is rows i0 .. i0+n−1; S.row(r).head(n) the first n
-// entries of row r (.tail(n) the last n); .maxCoeff() and .sum() reduce; .array() - x and .exp()
-// work element by element; A.noalias() += B * C adds a product into A without a temporary.
-// The chapter is docs/02_cpu_online_softmax.md; the answer is in solutions/02_cpu_online_softmax/.
-//
-// What you should see when it passes: `ok    ex02:update — tiles folded one after another ...`,
-// `ok    ex02:kv_loop and ex02:finish — the whole tiled forward against float64`, the workspace
-// check, then `3 of 3 checks pass.`
-// Hints, one at a time:
-//   1. Write the update for one row first; the two loops and the finish are short after it.
-//   2. m_new = max(m, rowmax S); α = exp(m − m_new); P̃ = exp(S − m_new); l = α·l + rowsum P̃;
-//      Õ = α·Õ; and once at the end O = Õ / l, LSE = m + log l.
-//   3. visible = clamp(p.keys_visible(i0 + r) − j0, 0, cols); if 0: s.setZero(), continue; else
-//      alpha = std::exp(m[r] − m_new); l[r] = alpha * l[r] + s.head(visible).sum();
-//      O_i.row(r) *= alpha; then O_i.noalias() += S * V.middleRows(j0, cols) in the loop.
-// Common mistakes: forgetting to rescale l and Õ by exp(m_old − m_new) (wrong by a factor when a
-// later tile raises the max); computing exp(−inf − (−inf)) = NaN for a row that has seen no key
-// yet; dividing by l after every tile instead of once; skipping a Q tile by its first row instead
-// of its last (the last row sees the most keys).
-#include "online_softmax_exercise.hpp"
+// Kept apart from online_softmax.cpp, which includes it as <tiled_attention.hpp>, because it is
+// exercise ex02: the learner's copy (exercises/02_cpu_online_softmax/tiled_attention.hpp) has the
+// three marked regions emptied, and the exercise builds stage 02's own online_softmax.cpp against
+// it. It defines the functions that online_softmax.hpp declares, and only online_softmax.cpp
+// includes it.
+#pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
-#include "fa/exercise.hpp"
+#include "02_cpu_online_softmax/online_softmax.hpp"
 
-namespace fa::ex02 {
+namespace fa::step02 {
 
 namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -78,8 +46,6 @@ void online_softmax_update(const Problem& p, std::int64_t i0, std::int64_t j0, M
   // <<< ex02:update
 }
 
-// Given: the workspace (one score tile, and m, l for every query row of a head, measured by the
-// meter), the loop over the heads, and the start of each head: Õ = 0, m = −inf, l = 0.
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                        MemoryMeter& workspace) {
   const std::int64_t Nq = p.seq_q, Nk = p.seq_k, D = p.dim;
@@ -131,4 +97,4 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
   }
 }
 
-}  // namespace fa::ex02
+}  // namespace fa::step02

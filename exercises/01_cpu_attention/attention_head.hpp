@@ -1,9 +1,12 @@
-// Exercise 01 — attention as written in the paper, with Eigen: the code of stage 01.
+// Exercise 01 — the starter of stage 01's hole attention_head.hpp: one head of attention as the
+// paper writes it, with Eigen.
 //
-// Fill in the three holes of attention_head() below, in order. Each hole sits between the markers
-// `// >>> ex01:TAG` and `// <<< ex01:TAG` and holds an FA_TODO that says what to write: replace
-// the FA_TODO line with your code and leave the markers where they are (the course check reads
-// them). For each head, with the softmax scale τ = p.softmax_scale():
+// Stage 01's attention.cpp includes this file as <attention_head.hpp>; the exercise builds it with
+// this folder first on the include path, so the stage runs your attention_head (the forward calls
+// it once per head). Fill in the three holes of attention_head() below, in order. Each hole sits
+// between the markers `// >>> ex01:TAG` and `// <<< ex01:TAG` and holds an FA_TODO that says what
+// to write: replace the FA_TODO line with your code and leave the markers where they are (the
+// course check reads them). For each head, with the softmax scale τ = p.softmax_scale():
 //
 //   ex01:scores   S = τ · Q Kᵀ                                                       [Nq, Nk]
 //   ex01:softmax  row by row, over the keys j < p.keys_visible(i) that row i sees:
@@ -12,14 +15,14 @@
 //                 a row that sees no key: P_i = 0 and LSE_i = −inf (never NaN)
 //   ex01:output   O = P V                                                            [Nq, D]
 //
-// Check your work: this builds this file with checks.cpp and runs the checks, in the order of the
-// holes; a failure names the TODO it stopped at, or the values that are wrong:
-//   cmake --build build --target check_ex01
+// Check your work: this builds stage 01 with this file and checks.cpp, and runs the checks in the
+// order of the holes; a failure names the TODO it stopped at, or the values that are wrong:
+//   ./course check ex01        (or: cmake --build build --target check_ex01)
 //
 // Eigen, in one line each: S.row(i).head(n) is the first n entries of row i (and .tail(n) the
 // last n); .maxCoeff() and .sum() reduce; .array() - x and .exp() work element by element;
 // A.noalias() = B * C.transpose() writes a product straight into A, without a temporary.
-// The chapter is docs/01_cpu_attention.md; the answer is in solutions/01_cpu_attention/.
+// The chapter is docs/01_cpu_attention.md; the answer is solutions/01_cpu_attention/attention_head.hpp.
 //
 // What you should see when it passes: one `ok` line per check, then `5 of 5 checks pass.`
 // (`ok    ex01:scores — S = scale * Q K^T`, two for ex01:softmax, one for ex01:output, one for
@@ -33,15 +36,17 @@
 // Common mistakes: exp before subtracting the max (large logits → inf/inf = NaN); the mask as
 // j ≤ i (top-left) instead of keys_visible(i) (bottom-right: wrong when Nq ≠ Nk); masked P left
 // unwritten (the checks poison it with NaN); a row with n = 0 must give P = 0, LSE = −inf.
-#include "attention_exercise.hpp"
+#pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
+#include "01_cpu_attention/attention.hpp"
 #include "fa/exercise.hpp"
 
-namespace fa::ex01 {
+namespace fa::step01 {
 
 namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -66,21 +71,4 @@ void attention_head(const Problem& p, ConstMapRM Q, ConstMapRM K, ConstMapRM V, 
   // <<< ex01:output
 }
 
-// Given: the workspace S and P for one head, allocated on the meter (which measures them) and
-// reused by every head, and the loop over the heads.
-void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                       MemoryMeter& workspace) {
-  const std::int64_t Nq = p.seq_q, Nk = p.seq_k, D = p.dim;
-  HostBuffer<float> s_buf(workspace, static_cast<std::size_t>(Nq * Nk));
-  HostBuffer<float> p_buf(workspace, static_cast<std::size_t>(Nq * Nk));
-  MapRM S(s_buf.data(), Nq, Nk), P(p_buf.data(), Nq, Nk);
-  for (std::int64_t bh = 0; bh < p.heads_total(); ++bh) {  // (b, h) flattened: heads are independent
-    const ConstMapRM Q(in.q.as<float>() + bh * Nq * D, Nq, D);
-    const ConstMapRM K(in.k.as<float>() + bh * Nk * D, Nk, D);
-    const ConstMapRM V(in.v.as<float>() + bh * Nk * D, Nk, D);
-    MapRM O(out.o.as<float>() + bh * Nq * D, Nq, D);
-    attention_head(p, Q, K, V, S, P, O, out.lse.as<float>() + bh * Nq);
-  }
-}
-
-}  // namespace fa::ex01
+}  // namespace fa::step01

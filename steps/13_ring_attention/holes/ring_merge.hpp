@@ -1,6 +1,8 @@
-// ring_merge.hpp — stage 13: folding one partial result into a running one, the step every GPU of
-// the ring takes after each block of keys. Plain C++ that CUDA code can also call (FA_HOST_DEVICE):
-// the exercise (exercises/13_ring_attention/) runs it on the CPU, in float and double.
+// ring_merge.hpp — stage 13's hole: folding one partial result into a running one, the step every
+// GPU of the ring takes after each block of keys. Plain C++ that CUDA code can also call
+// (FA_HOST_DEVICE): the CPU ring (ring_model.cpp) and the GPU kernels (ring_kernels.cuh) include it
+// as <ring_merge.hpp>, and exercise ex13 puts the learner's copy (exercises/13_ring_attention/) first
+// on the include path: its checks run it alone and inside the CPU ring, in float and double.
 //
 // Each ring step gives a GPU, for each of its query rows, an ordinary attention over one block of
 // keys: the pair (O_b, LSE_b), O_b normalized by its own sum. The row keeps a running pair (O, LSE)
@@ -11,7 +13,7 @@
 //
 // This is stage 02's online softmax once more (docs/02_cpu_online_softmax.md): there the running
 // (m, l, Õ) absorbs a tile; here a finished block's (O_b, LSE_b), with LSE_b = m_b + log l_b. Stage
-// 10 merges all of a row's parts at once (split_merge.hpp); the ring has them one at a time, on
+// 11 merges all of a row's parts at once (split_merge.hpp); the ring has them one at a time, on
 // different GPUs, so it merges two at a time. The order does not matter: the result is the same up
 // to rounding.
 //
@@ -21,7 +23,6 @@
 
 #include <cmath>
 
-#include "fa/exercise.hpp"
 #include "fa/host_device.hpp"
 
 namespace fa::step13 {

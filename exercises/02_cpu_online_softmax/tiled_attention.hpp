@@ -1,6 +1,9 @@
-// Exercise 02 — the online softmax: attention in tiles over K/V, the code of stage 02.
+// Exercise 02 — the starter of stage 02's hole tiled_attention.hpp: the online softmax, attention
+// in tiles over K/V.
 //
-// Fill in the three holes below, in order. Each hole sits between the markers `// >>> ex02:TAG`
+// Stage 02's online_softmax.cpp includes this file as <tiled_attention.hpp>; the exercise builds it
+// with this folder first on the include path, so the stage runs your code. Fill in the three holes
+// below, in order. Each hole sits between the markers `// >>> ex02:TAG`
 // and `// <<< ex02:TAG` and holds an FA_TODO that says what to write: replace the FA_TODO line
 // with your code and leave the markers where they are (the course check reads them).
 // For one tile of scores S (rows i0.. of the query tile Q_i, keys j0.. of the key tile K_j):
@@ -16,14 +19,15 @@
 //   ex02:finish   once per row, after the last tile: O = Õ / l and LSE = m + log l; a row that saw
 //                 no key keeps Õ = 0 and gets LSE = −inf (never NaN)
 //
-// Check your work: this builds this file with checks.cpp and runs the checks, in the order of the
-// holes; a failure names the TODO it stopped at, or the values that are wrong:
-//   cmake --build build --target check_ex02
+// Check your work: this builds stage 02 with this file and checks.cpp, and runs the checks in the
+// order of the holes; a failure names the TODO it stopped at, or the values that are wrong:
+//   ./course check ex02        (or: cmake --build build --target check_ex02)
 //
 // Eigen, in one line each: Q.middleRows(i0, n) is rows i0 .. i0+n−1; S.row(r).head(n) the first n
 // entries of row r (.tail(n) the last n); .maxCoeff() and .sum() reduce; .array() - x and .exp()
 // work element by element; A.noalias() += B * C adds a product into A without a temporary.
-// The chapter is docs/02_cpu_online_softmax.md; the answer is in solutions/02_cpu_online_softmax/.
+// The chapter is docs/02_cpu_online_softmax.md; the answer is
+// solutions/02_cpu_online_softmax/tiled_attention.hpp.
 //
 // What you should see when it passes: `ok    ex02:update — tiles folded one after another ...`,
 // `ok    ex02:kv_loop and ex02:finish — the whole tiled forward against float64`, the workspace
@@ -39,15 +43,20 @@
 // later tile raises the max); computing exp(−inf − (−inf)) = NaN for a row that has seen no key
 // yet; dividing by l after every tile instead of once; skipping a Q tile by its first row instead
 // of its last (the last row sees the most keys).
-#include "online_softmax_exercise.hpp"
+//
+// Given: the workspace (one score tile, and m, l for every query row of a head, measured by the
+// meter), the loop over the heads, and the start of each head: Õ = 0, m = −inf, l = 0.
+#pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
+#include "02_cpu_online_softmax/online_softmax.hpp"
 #include "fa/exercise.hpp"
 
-namespace fa::ex02 {
+namespace fa::step02 {
 
 namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -64,8 +73,6 @@ void online_softmax_update(const Problem& p, std::int64_t i0, std::int64_t j0, M
   // <<< ex02:update
 }
 
-// Given: the workspace (one score tile, and m, l for every query row of a head, measured by the
-// meter), the loop over the heads, and the start of each head: Õ = 0, m = −inf, l = 0.
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                        MemoryMeter& workspace) {
   const std::int64_t Nq = p.seq_q, Nk = p.seq_k, D = p.dim;
@@ -101,4 +108,4 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
   }
 }
 
-}  // namespace fa::ex02
+}  // namespace fa::step02
