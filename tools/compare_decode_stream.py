@@ -62,7 +62,7 @@ def parse_args(argv):
         raise cli.UsageError("--reps and --anchor-processes must be at least 1, --warmup at least 0")
     if args.anchors_only and len(args.seq_k) != 1:
         raise cli.UsageError("--anchors-only times one case: one --seq-k")
-    for key, value in SHAPE.items():  # what compare_decode's helpers read
+    for key, value in SHAPE.items():  # the case, as flashcourse.decoding reads it
         setattr(args, key, value)
     args.batch = [1]
     return args

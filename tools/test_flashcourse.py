@@ -236,7 +236,11 @@ class ResultsFile(unittest.TestCase):
             results.read_results(path)
         with open(path, "w") as f:
             f.write("{")
-        with self.assertRaisesRegex(results.ResultsError, "not valid JSON"):
+        with self.assertRaisesRegex(results.ResultsError, "not JSON"):
+            results.read_results(path)
+        with open(path, "w") as f:
+            json.dump({"schema": "something-else/2", "results": []}, f)
+        with self.assertRaisesRegex(results.ResultsError, "schema"):
             results.read_results(path)
         results.write_results(path, results.new_document("anchor", "c", "abc", {}), [self.row()])
         self.assertEqual(results.read_results(path)["results"][0]["variant"], "split")

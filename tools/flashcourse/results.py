@@ -9,6 +9,9 @@ import os
 import subprocess
 
 SCHEMA = "flash-course-results/2"
+# The versions a reader takes: version 2 added heads_kv, driver_bytes and error_vs_plain and dropped
+# "values"; committed files of both exist.
+READABLE = ("flash-course-results/1", SCHEMA)
 # The fields of the header and of each row (docs/results_schema.md).
 TOP_FIELDS = ["schema", "stage", "command", "date", "git_commit", "device", "results"]
 ROW_FIELDS = [
@@ -83,18 +86,25 @@ def write_results(path, doc, rows=None):
     os.replace(path + ".partial", path)
 
 
-def read_results(path):
-    """The document of a results file (ResultsError when it is missing, not JSON or not an object
-    with a list of rows)."""
-    if not os.path.isfile(path):
-        raise ResultsError("%s: the results file was not written" % path)
+def read_results(path, schemas=READABLE):
+    """The document of a results file of one of `schemas` (ResultsError, naming the file, when it is
+    missing, unreadable, not JSON, of another schema or without a list of rows)."""
     try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ResultsError("%s: not valid JSON: %s" % (path, e)) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
-        raise ResultsError("%s: not a results file (no list of results)" % path)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ResultsError("%s: no such file (the results file was not written)" % path) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ResultsError("%s: cannot read (%s)" % (path, e.__class__.__name__)) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ResultsError("%s: not JSON (line %d, column %d: %s)" % (path, e.lineno, e.colno, e.msg)) from None
+    if not isinstance(doc, dict) or doc.get("schema") not in schemas:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise ResultsError("%s: not a results file (schema %r, expected one of %r)" % (path, found, tuple(schemas)))
+    if not isinstance(doc.get("results"), list):
+        raise ResultsError("%s: 'results' must be a list of rows" % path)
     return doc
 
 
