@@ -13,11 +13,13 @@ the floor is K and V read once, 2·B·Hkv·Nk·D·2 bytes, at the file's `copy_b
 line on a file that is not such a results file.
 """
 import argparse
-import json
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "tools"))
+from flashcourse.decoding import cache_bytes  # noqa: E402  (K and V read once, 16-bit)
+from flashcourse.results import read_results  # noqa: E402
 STYLE = {  # variant: (label, colour, marker)
     "split_kv": ("stage 11 split_kv (a warp per row merges)", "C0", "o"),
     "split_kv_block_merge": ("stage 11 split_kv_block_merge", "C4", "^"),
@@ -31,7 +33,7 @@ STYLE = {  # variant: (label, colour, marker)
 
 def load(path: Path):
     try:
-        doc = json.loads(path.read_text())
+        doc = read_results(path)
         gbps = float(doc["copy_bandwidth"]["gbps"])
         rows = [r for r in doc["results"] if r.get("status") == "ok" and r.get("variant") in STYLE]
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -39,10 +41,6 @@ def load(path: Path):
     if not rows:
         raise SystemExit(f"draw_decode_roofline.py: error: {path}: no rows to draw")
     return doc, gbps, rows
-
-
-def cache_bytes(r) -> float:
-    return 2.0 * r["batch"] * r["heads_kv"] * r["seq_k"] * r["dim"] * 2
 
 
 def main(argv=None) -> int:

@@ -18,9 +18,12 @@ the fixed cost a step may have and still read the cache at 75 % of that copy rat
 of the copy rate. Otherwise standard library only. Exit 2 with one line on bad input.
 """
 import argparse
-import json
+import os
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from flashcourse.results import read_results  # noqa: E402
 
 SIZES = {"k": 1024, "m": 1024 * 1024}
 ELEMENT = {"float16": 2, "bfloat16": 2, "float32": 4}
@@ -162,8 +165,7 @@ def main(argv):
         start = size(args.start)
         docs = []
         for path in args.files:
-            with open(path) as f:
-                docs.append(json.load(f))
+            docs.append(read_results(path))
     except (OSError, ValueError) as e:
         print("fit_decode_floor.py: error: %s" % e, file=sys.stderr)
         return 2

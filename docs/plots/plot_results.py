@@ -28,7 +28,7 @@ figures PREFIX_*.png; the rows left out are reported.
 What is a line: rows of the same device, stage, variant, pass, dtype, D, causal and shape, where
 the shape is decided per results file and per variant from all of its rows, whatever their status
 (so a skipped row never moves a row to another line): a sweep in which B changes while B*Nq stays
-fixed (the FlashAttention papers' benchmarks, stage 06's --paper-shapes, step03_issue_*.json) is
+fixed (the FlashAttention papers' benchmarks, stage 06's --paper-shapes, step03_paper_*.json) is
 a fixed-token sweep, "B·N = 16k tokens", said on the N axis (or in the legend when lines differ);
 anything else is a line per B·H. Two different shapes never share a line.
 
@@ -68,9 +68,11 @@ import sys
 from collections import Counter, OrderedDict
 from pathlib import Path
 
-# Version 2 (docs/results_schema.md) added heads_kv, driver_bytes and error_vs_plain and dropped
-# "values"; the fields read here are in both.
-SCHEMAS = ("flash-course-results/1", "flash-course-results/2")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from flashcourse.results import READABLE as SCHEMAS, ResultsError, read_results  # noqa: E402
+
+# SCHEMAS: version 2 (docs/results_schema.md) added heads_kv, driver_bytes and error_vs_plain and
+# dropped "values"; the fields read here are in both.
 ANCHORS_SCHEMA = "flash-course-anchors/1"
 STATUSES = ("ok", "oom", "skipped", "failed")
 PROG = "plot_results.py"
@@ -145,19 +147,10 @@ def variant_of(row: dict) -> str:
 
 def load_results(path: Path) -> dict:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(f"{path}: cannot read ({e.__class__.__name__})") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BadInput(f"{path}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    if not isinstance(doc, dict) or doc.get("schema") not in SCHEMAS:
-        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise BadInput(f"{path}: not a results file (schema {found!r}, expected one of {SCHEMAS!r})")
-    rows = doc.get("results")
-    if not isinstance(rows, list):
-        raise BadInput(f"{path}: 'results' must be a list of rows")
+        doc = read_results(path, SCHEMAS)  # the course's reader (tools/flashcourse/results.py)
+    except ResultsError as e:
+        raise BadInput(str(e)) from None
+    rows = doc["results"]
     device = doc.get("device") if isinstance(doc.get("device"), dict) else {}
     for i, row in enumerate(rows):
         where = f"{path}: results[{i}]"
