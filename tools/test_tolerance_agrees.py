@@ -17,6 +17,7 @@ evaluates it with the package, and fails on any difference, to the last bit:
   * the rule end to end (bounds from a plain error, then the verdict with them).
 Exit 0 when every case agrees, 1 when one does not (each difference printed), 2 bad usage.
 """
+import argparse
 import json
 import math
 import os
@@ -108,8 +109,11 @@ def same(a, b):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print("usage: test_tolerance_agrees.py TOLERANCE_RULE_EXE", file=sys.stderr)
+    ap = argparse.ArgumentParser(prog="test_tolerance_agrees.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("exe", help="tolerance_rule, built from tools/tolerance_rule.cpp")
+    exe = ap.parse_args(argv[1:]).exe
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        print("test_tolerance_agrees.py: error: %s is not an executable (build tolerance_rule)" % exe, file=sys.stderr)
         return 2
     table = cases()
     with tempfile.TemporaryDirectory() as folder:
@@ -117,7 +121,7 @@ def main(argv):
         with open(path, "w") as f:
             json.dump({"cases": [{k: ([encoded(x) for x in v] if isinstance(v, list) else encoded(v))
                                   for k, v in c.items()} for c in table]}, f)
-        proc = subprocess.run([argv[1], path], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([exe, path], capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         print("tolerance_rule exited %d: %s" % (proc.returncode, proc.stderr.strip()))
         return 1
