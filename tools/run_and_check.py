@@ -39,7 +39,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from flashcourse import npy, results  # noqa: E402
+from flashcourse import npy, results, tolerance  # noqa: E402
 
 TIMEOUT_S = 600
 LAST = []  # the last command run, for its output when a check fails
@@ -113,15 +113,15 @@ def attention_f64(q, k, v, b, h, nq, nk, d, causal, scale, hkv=None):
 
 
 def compare(name, got, want, tol=1e-5):
-    """NaN-safe: an element is good iff equal (so -inf matches -inf) or within atol + rtol*|want|."""
+    """The course's element rule (flashcourse.tolerance) with atol = rtol = tol: NaN and an unmatched
+    Inf fail, -inf matches -inf."""
     if len(got) != len(want):
         raise CheckFailed("%s: %d values, expected %d" % (name, len(got), len(want)))
-    bad = [i for i, (g, w) in enumerate(zip(got, want))
-           if not (g == w or (math.isfinite(w) and abs(g - w) <= tol + tol * abs(w)))]
-    if bad:
-        i = bad[0]
+    r = tolerance.compare(got, want, tol, tol)
+    if r["bad"]:
+        i = r["first_bad"]
         raise CheckFailed("%s: %d of %d values differ from the float64 attention; first at [%d]: got %r, want %r"
-                          % (name, len(bad), len(got), i, got[i], want[i]))
+                          % (name, r["bad"], len(got), i, got[i], want[i]))
 
 
 # ---- checks -----------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ def npy_roundtrip(command, expect, stage, shape):
         # and tensor-core sums: 1e-4 rather than float32's 1e-5 (stage 07's LSE is within ~1.5e-6
         # of float64 at N = 16k: docs/results/compare_07_h100.json).
         dtype = results_dtype(results)
-        u = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}.get(dtype)
+        u = tolerance.UNIT_ROUNDOFF[dtype] if dtype in ("bfloat16", "float16") else None
         want_o, want_lse = attention_f64(as_dtype(q, dtype), as_dtype(k, dtype), as_dtype(v, dtype),
                                          b, h, nq, nk, d, causal, scale, hkv)
         compare("o.npy", o, want_o, 4 * u if u else 1e-5)
