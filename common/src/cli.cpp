@@ -82,7 +82,7 @@ StageCli::StageCli(CliSpec spec) : spec_(std::move(spec)), app_(std::make_unique
   a.add_option("--seq", seq_, "one length N for queries and keys (instead of a sweep)")->type_name("N")->group("problem");
   a.add_option("--seq-q", seq_q_, "query length Nq")->type_name("N")->group("problem");
   a.add_option("--seq-k", seq_k_, "key length Nk")->type_name("N")->group("problem");
-  a.add_option("--seq-lens", seq_lens_, "a packed variable-length batch: L1,L2,... (stage 11)")->type_name("LIST")->group("problem");
+  a.add_option("--seq-lens", seq_lens_, "a packed variable-length batch: L1,L2,... (stage 12)")->type_name("LIST")->group("problem");
   size_option("--dim", p.dim,
               "head dimension D (default " + std::to_string(p.dim) + (dims.empty() ? "" : "; supported: " + dims) + ")");
   a.add_flag("--causal", p.causal, "query i sees key j iff j <= i + (Nk - Nq)")->group("problem");

@@ -4,14 +4,12 @@
 # logs and results go into one bundle in OUT_DIR, rewritten after every step (the device tool
 # brings back at most 8 files, and a call cut short still brings back what was done).
 #   steps/11_decoding/device_check.sh BUILD_DIR OUT_DIR [BASELINE_BUILD_DIR] [COMMIT]
-# PARTS (default: all of them) picks what runs, in this order: tests, prefill (grouped and packed,
-# with the sanitizers), stage09 (before and after; needs BASELINE_BUILD_DIR), splits (the number of
+# PARTS (default: all of them) picks what runs, in this order: tests, stage09 (before and after;
+# needs BASELINE_BUILD_DIR), splits (the number of
 # splits at batch 1 with each merge, and the sanitizers on the two one-launch merges), profile
 # (Nsight Compute on the split kernel at 8k keys), floor (read_cache, the plain read of the cache,
 # beside the cluster merge at batch 1, three rounds, and a run of read_cache under memcheck), decode
-# (the comparison beside PyTorch, the longest step), prefill_pytorch (grouped prefill and a packed
-# batch beside PyTorch: SDPA with enable_gqa, the batch padded, FlashAttention-2's varlen kernel,
-# nested tensors; tools/compare_prefill.py), stream (decoding steps back to back, plain and with
+# (the comparison beside PyTorch, the longest step), stream (decoding steps back to back, plain and with
 # programmatic dependent launch, beside SDPA in a CUDA graph: step11_stream and
 # tools/compare_decode_stream.py, with the sanitizers on the overlapped steps).
 # SKIP_DECODE=1 is PARTS without decode. STEP_TIMEOUT=S stops any one step after S seconds (its log
@@ -23,27 +21,12 @@ b=$1 bundle=$2/step11_device_check.tgz base=${3:-} commit=${4:-unknown}
 out=$b/device_check_10
 rm -rf $out && mkdir -p $out
 exe=$b/steps/11_decoding/step11_decoding
-parts=${PARTS:-tests prefill stage09 splits profile floor decode prefill_pytorch stream}
+parts=${PARTS:-tests stage09 splits profile floor decode stream}
 [ -n "${SKIP_DECODE:-}" ] && parts=${parts//decode/}
 want() { [[ " $parts " == *" $1 "* ]]; }
 source "$(dirname "$0")/../../tools/device_step.sh"  # run NAME COMMAND...: one step, its log, the bundle
 
 want tests && run test_step11 $b/steps/11_decoding/test_step11
-if want prefill; then
-# Grouped-query prefill against the same kernel on K/V repeated to Hq (its split_ms gives the kernel
-# alone): the issue's "within 5 % of multi-head attention" at N >= 4k, causal and not.
-for causal in "" "--causal"; do
-  run prefill$causal $exe --prefill --sweep 4k,16k --heads 32 --heads-kv 8 --dim 128 $causal --reps 20 --json $out/step11_prefill${causal:+_causal}.json
-done
-# A packed batch of eight lengths (no padding computed) against single sequences of the same kernel:
-# the issue's "within 10 %" of the same work's time, as TFLOP/s (each sequence's FLOPs counted alone).
-run packed $exe --prefill --seq-lens 1k,2k,3k,4k,6k,8k,12k,16k --heads 32 --heads-kv 8 --dim 128 --causal --reps 20 --json $out/step11_packed_causal.json
-run packed_noncausal $exe --prefill --seq-lens 1k,2k,3k,4k,6k,8k,12k,16k --heads 32 --heads-kv 8 --dim 128 --reps 20 --json $out/step11_packed.json
-run prefill_d64 $exe --prefill --sweep 4k,16k --heads 32 --heads-kv 8 --dim 64 --reps 20 --json $out/step11_prefill_d64.json
-run memcheck_prefill compute-sanitizer --tool memcheck $exe --prefill --seq 300 --heads 8 --heads-kv 2 --dim 128 --causal --reps 1 --warmup 0
-run memcheck_packed compute-sanitizer --tool memcheck $exe --prefill --seq-lens 77,1,300,128 --heads 8 --heads-kv 2 --dim 64 --causal --reps 1 --warmup 0
-run racecheck_prefill compute-sanitizer --tool racecheck $exe --prefill --seq 200 --heads 4 --heads-kv 1 --dim 64 --reps 1 --warmup 0 --no-verify
-fi
 # Stage 09 before and after, in turn, twice: the multi-head forward that the grouped heads must not slow.
 if want stage09 && [ -n "$base" ]; then
   for round in 1 2; do
@@ -112,10 +95,6 @@ fi
 if want decode; then
   run compare_decode python3 tools/compare_decode.py --exe $exe --json $out/compare_11_decode_h100.json --commit $commit --batch 1 --seq-k 8k,16k,32k,128k --stage-timeout 300
   run compare_decode_b16 python3 tools/compare_decode.py --exe $exe --json $out/compare_11_decode_b16_h100.json --commit $commit --batch 16 --seq-k 8k,16k,32k --stage-timeout 300
-fi
-# Grouped prefill (4k, 16k) and the packed batch of eight lengths beside PyTorch, causal and not.
-if want prefill_pytorch; then
-  run compare_prefill python3 tools/compare_prefill.py --exe $exe --json $out/compare_11_prefill_h100.json --commit $commit --stage-timeout 300
 fi
 # Decoding as a model runs it, one layer's step after another (32 layers, each its own cache):
 # step11_stream's steps alone, back to back and overlapped, beside SDPA with the 32 calls in one CUDA

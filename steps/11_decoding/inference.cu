@@ -23,11 +23,11 @@
 #include <utility>
 
 #include "07_tensor_cores/tensor_cores.cuh"
-#include "09_hopper/hopper.cuh"
 #include "11_decoding/decode_kernel.cuh"
 #include "fa/cuda/ptx/grid_dependency.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
+#include "fa/cuda/repeat_heads.cuh"
 #include "fa/cuda/dtype.cuh"
 #include "fa/cuda/shared_memory.cuh"
 #include "fa/cuda/stage_arch.cuh"
@@ -306,17 +306,6 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   }
 }
 
-// K or V [B, Hkv, N, D] → [B, Hq, N, D], each K/V head copied to the G query heads that read it:
-// 16 bytes per thread, a grid-stride loop.
-__global__ void repeat_heads_kernel(const int4* from, int4* to, long long chunks_per_head, int group,
-                                    long long total_chunks) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total_chunks;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const long long head = i / chunks_per_head, within = i % chunks_per_head;
-    to[i] = from[head / group * chunks_per_head + within];
-  }
-}
-
 // K or V [B, Hkv, Nk, D] into a pool of pages [B·pages_per_seq, Hkv, page_size, D]: entry b's page j
 // (its keys j·page_size ..) goes to pool page (b·pages_per_seq + j)·stride mod pages, stride coprime
 // to the page count (a scattered order, as pages come in a serving engine); keys past Nk are zeros.
@@ -426,53 +415,9 @@ void decode_forward_paged(const Problem& p, const AttentionInputs& in, const Att
   decode_forward(p, pooled, out, ctx, options);
 }
 
-namespace {
-
-// K and V repeated to Hq heads (scratch, counted), then `forward` on that multi-head problem.
-void with_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
-                         const DeviceForward& forward) {
-  if (p.kv_heads() == p.heads) return forward(p, in, out, ctx);
-  Problem mha = p;
-  mha.heads_kv = 0;
-  const std::size_t bytes = static_cast<std::size_t>(mha.kv_elements()) * size_of(p.dtype);
-  // A head's rows: Nk, or packed every sequence's (Σ L_s), in one batch entry.
-  const long long rows = p.packed() ? p.total_tokens() : p.seq_k, batch = p.packed() ? 1 : p.batch;
-  const long long chunks_per_head = rows * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;
-  const long long total = batch * mha.heads * chunks_per_head;
-  if (rows * p.dim * static_cast<long long>(size_of(p.dtype)) % 16 != 0)
-    throw UsageError("stage 11, K/V repeated to Hq heads: a head's K/V must be a multiple of 16 bytes");
-  auto repeat = [&](ConstTensorView from, const char* name) {
-    void* to = ctx.scratch(name, bytes);
-    const unsigned blocks = static_cast<unsigned>(std::min<long long>((total + 255) / 256, 65535));
-    repeat_heads_kernel<<<blocks, 256, 0, ctx.stream>>>(static_cast<const int4*>(from.data), static_cast<int4*>(to),
-                                                         chunks_per_head, static_cast<int>(p.heads / p.kv_heads()),
-                                                         total);
-    FA_CUDA_CHECK_LAUNCH();
-    return ConstTensorView{to, p.dtype, kv_shape(mha)};
-  };
-  ctx.kernel_begin("repeat K/V");
-  const AttentionInputs repeated{in.q, repeat(in.k, "K repeated to Hq heads"), repeat(in.v, "V repeated to Hq heads")};
-  ctx.kernel_end("repeat K/V");
-  forward(mha, repeated, out, ctx);
-}
-
-}  // namespace
-
 void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                             DeviceContext& ctx) {
-  with_repeated_heads(p, in, out, ctx, step07::attention_forward);
-}
-
-void attention_forward_prefill(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                               DeviceContext& ctx) {
-  // Stage 09 takes grouped heads and packed batches as they are; stage 07 needs K/V repeated.
-  if (step09::runs_here()) step09::attention_forward_overlap(p, in, out, ctx);
-  else stage07_repeated_heads(p, in, out, ctx);
-}
-
-void attention_forward_prefill_repeated(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                                        DeviceContext& ctx) {
-  with_repeated_heads(p, in, out, ctx, step09::fastest_forward);
+  with_repeated_heads(p, in, out, ctx, step07::attention_forward, "stage 11");
 }
 
 void read_cache_only(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {

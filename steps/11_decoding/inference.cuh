@@ -1,8 +1,7 @@
 // Stage 11 — attention as inference runs it: grouped-query heads and split-KV decoding (a few
 // query rows against a long key/value cache), the splits merged by the LSE rule (inference.cu,
 // decode_kernel.cuh, split_merge.hpp; docs/11_decoding.md), four ways to merge the splits, a
-// paged cache (decode_forward_paged); and prefill with grouped heads and packed batches on stage
-// 09's kernels (attention_forward_prefill).
+// paged cache (decode_forward_paged). Prefill with grouped heads and packed batches is stage 12's.
 #pragma once
 
 #include <cstdint>
@@ -19,14 +18,6 @@ namespace fa::step11 {
 // is Nq = 1 to 16; longer Nq runs, 16 rows per block, but is stage 07/09's shape).
 inline const Supports kSupports{
     .dtypes = {DType::bfloat16, DType::float16}, .dims = {32, 64, 96, 128, 256}, .grouped_heads = true};
-// Prefill (--prefill): stage 09's head dims, grouped heads, and packed variable-length batches
-// ([1, H, Σ L_s, D], sequence s at rows cu_seqlens[s] .., fa/packed.hpp; --seq-lens, or --load with
-// cu_seqlens.txt), each sequence causal within itself, no padding computed.
-inline const Supports kPrefillSupports{.dtypes = {DType::bfloat16, DType::float16},
-                                       .dims = {64, 128, 256},
-                                       .grouped_heads = true,
-                                       .variable_lengths = true};
-
 // How the splits' partial results become O and LSE (one split: no merge at all).
 enum class Merge {
   warp_per_row,   // a second kernel, a warp per query row (combine_kernel): the first version
@@ -105,19 +96,6 @@ void read_cache(const Problem& p, const AttentionInputs& in, const AttentionOutp
 // stage 07's forward, which knows no grouped heads. Its time includes the repeat.
 void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                             DeviceContext& ctx);
-
-// Prefill with grouped heads (a prompt's first pass, Nq = Nk): the course's fastest forward with
-// each K/V head read by the G query heads of its group, not copied G times. On compute capability
-// 9.0 that is stage 09's overlap rung, whose kernels take Hkv < Hq (query head bh reads K/V head
-// bh / G) and packed batches (a block per query tile of each sequence: grid z the sequence);
-// elsewhere stage 07 on K/V repeated to Hq (stage07_repeated_heads; no packed batches).
-void attention_forward_prefill(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                               DeviceContext& ctx);
-// The same kernel on the multi-head problem of the same query shape: K and V repeated to Hq heads
-// first (its own kernel, timed apart as "repeat K/V" in the results' split_ms), then the forward
-// with Hkv = Hq. Its forward's time is the multi-head time that grouped prefill is measured against.
-void attention_forward_prefill_repeated(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                                        DeviceContext& ctx);
 
 // The number of key chunks (docs/11_decoding.md, "How many splits"): `blocks` blocks without
 // splitting (B·Hkv·row tiles), `key_tiles` tiles of keys, `slots` blocks the GPU runs at once (SMs

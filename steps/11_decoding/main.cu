@@ -7,12 +7,9 @@
 //   build/steps/11_decoding/step11_decoding                                 the default sweep
 //   build/steps/11_decoding/step11_decoding --seq-q 4 --seq-k 100k --causal --batch 2
 //   build/steps/11_decoding/step11_decoding --variant split_kv --splits 8 --seq-k 32k
-//   build/steps/11_decoding/step11_decoding --prefill --sweep 4k,16k       grouped-query prefill (Nq = Nk)
-#include <algorithm>
+// Prefill with grouped heads and packed batches: stage 12 (step12_variable_lengths).
 #include <cstdlib>
-#include <iostream>
 #include <string>
-#include <string_view>
 
 #include "11_decoding/inference.cuh"
 #include "fa/cuda/device.cuh"
@@ -21,26 +18,19 @@
 #include "fa/stage.hpp"
 
 int main(int argc, char** argv) {
-  // --prefill changes the defaults the command line is built with (Nq = Nk, prompt lengths), so it
-  // is looked for before the parse; the parser then accepts it as a flag like any other.
-  const bool prefill = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string_view(a) == "--prefill"; });
   fa::CliSpec spec;
   spec.program = "step11_decoding";
-  spec.summary = prefill ? "prefill with grouped-query heads: stage 09's kernels reading each K/V head once per group (GPU)"
-                         : "split-KV decoding with grouped-query heads: a few queries against a long K/V cache (GPU)";
+  spec.summary = "split-KV decoding with grouped-query heads: a few queries against a long K/V cache (GPU)";
   spec.defaults.batch = 1;
   spec.defaults.heads = 32;
   spec.defaults.heads_kv = 8;
   spec.defaults.dim = 128;
   spec.defaults.dtype = fa::DType::bfloat16;
-  spec.default_sweep = prefill ? std::vector<std::int64_t>{4096, 16384} : std::vector<std::int64_t>{1024, 8192, 32768};
-  spec.default_seq_q = prefill ? 0 : 1;  // decoding: a sweep (or --seq-k alone) is over the cache; one new query
-  spec.supports = prefill ? fa::step11::kPrefillSupports : fa::step11::kSupports;
-  const std::vector<std::string> decode_variants{"split_kv", "split_kv_block_merge", "split_kv_fused_merge",
-                                                 "split_kv_cluster_merge", "one_split", "split_kv_paged"};
-  const std::vector<std::string> prefill_variants{"prefill", "prefill_repeated"};
-  spec.variants = decode_variants;
-  spec.variants.insert(spec.variants.end(), prefill_variants.begin(), prefill_variants.end());
+  spec.default_sweep = {1024, 8192, 32768};
+  spec.default_seq_q = 1;  // decoding: a sweep (or --seq-k alone) is over the cache; one new query
+  spec.supports = fa::step11::kSupports;
+  spec.variants = {"split_kv", "split_kv_block_merge", "split_kv_fused_merge", "split_kv_cluster_merge", "one_split",
+                   "split_kv_paged"};
   spec.notes =
       "kernel: one block per (batch, K/V head, 16 query rows, key chunk): the G = Hq/Hkv query heads of a\n"
       "group are rows of one tile (K/V read once per group); 4 warps split the chunk's key tiles (32 keys at\n"
@@ -59,11 +49,6 @@ int main(int argc, char** argv) {
       "scattered order, read through a block table; the copy timed apart in split_ms).\n"
       "read_cache (runs beside every decoding case, like the comparison): not attention, a plain read of the cache:\n"
       "K and V read once (one wave, as many blocks as fit), nothing computed, O = 0; not verified.\n"
-      "--prefill (Nq = Nk, a prompt's first pass; default sweep 4k, 16k; --seq-lens L1,L2,..: a packed batch):\n"
-      "prefill: stage 09's overlap rung on compute capability 9.0, its K/V tensor maps over B·Hkv heads, query head\n"
-      "bh reading K/V head bh / (Hq/Hkv) (stage 07 on K/V repeated to Hq elsewhere);\n"
-      "prefill_repeated: the same kernel on the multi-head problem: K/V repeated to Hq first (split_ms: the\n"
-      "repeat and the kernel apart), what grouped prefill is measured against.\n"
       "memory beyond Q, K, V, O, LSE: the partial results, splits·B·Hq·Nq·(D + 1) floats (measured); the\n"
       "fused merge's counters (one int per row tile); the paged copy's pools and block table. The cluster merge: none.\n"
       "compared with: stage 07 on K/V repeated to Hq heads (the repeat is timed with it).\n"
@@ -73,8 +58,6 @@ int main(int argc, char** argv) {
       "stage 07 on the same inputs on every row.";
   fa::StageCli cli(spec);
   int splits = 0, page_size = 256;
-  bool prefill_flag = false;
-  cli.app().add_flag("--prefill", prefill_flag, "prompt prefill (Nq = Nk) with grouped heads instead of decoding")->group("stage 11");
   cli.app()
       .add_option("--splits", splits,
                   "key chunks of the split_kv variants, 1..128 (the cluster merge: at most 16, a cluster this GPU holds;\n"
@@ -90,77 +73,63 @@ int main(int argc, char** argv) {
       ->group("stage 11");
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   fa::RunOptions& opt = cli.options();
-  if (const auto& mine = prefill ? prefill_variants : decode_variants;
-      !opt.variant.empty() && std::find(mine.begin(), mine.end(), opt.variant) == mine.end()) {
-    std::cerr << spec.program << ": error: --variant " << opt.variant << " runs "
-              << (prefill ? "without --prefill (decoding)" : "with --prefill") << "\n";
-    return fa::kExitUsage;
-  }
   if (auto refused = fa::refuse_on_this_device(spec.program, fa::step11::device_refusal(opt.problem))) return *refused;
 
   fa::StageDefinition def;
   def.id = "11";
-  if (prefill) {
-    def.variants.push_back(fa::gpu_variant("11", "prefill", /*ours=*/true, fa::step11::attention_forward_prefill));
-    def.variants.push_back(
-        fa::gpu_variant("11", "prefill_repeated", /*ours=*/true, fa::step11::attention_forward_prefill_repeated));
-  } else {
-    // The splits (chosen, or --splits), merged four ways: the rungs of the merge.
-    auto split_kv = [splits](fa::step11::Merge merge) -> fa::DeviceForward {
-      return [splits, merge](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
-                             fa::DeviceContext& ctx) {
-        fa::step11::decode_forward(p, in, out, ctx, fa::step11::DecodeOptions{.splits = splits, .merge = merge});
-      };
+  // The splits (chosen, or --splits), merged four ways: the rungs of the merge.
+  auto split_kv = [splits](fa::step11::Merge merge) -> fa::DeviceForward {
+    return [splits, merge](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
+                           fa::DeviceContext& ctx) {
+      fa::step11::decode_forward(p, in, out, ctx, fa::step11::DecodeOptions{.splits = splits, .merge = merge});
     };
-    def.variants.push_back(fa::gpu_variant("11", "split_kv", /*ours=*/true, split_kv(fa::step11::Merge::warp_per_row)));
-    def.variants.push_back(
-        fa::gpu_variant("11", "split_kv_block_merge", /*ours=*/true, split_kv(fa::step11::Merge::block_per_row)));
-    def.variants.push_back(
-        fa::gpu_variant("11", "split_kv_fused_merge", /*ours=*/true, split_kv(fa::step11::Merge::last_block)));
-    def.variants.push_back(
-        fa::gpu_variant("11", "split_kv_cluster_merge", /*ours=*/true, split_kv(fa::step11::Merge::cluster)));
-    def.variants.push_back(fa::gpu_variant("11", "one_split", /*ours=*/true, fa::step11::attention_forward_one_split));
-    def.variants.push_back(fa::gpu_variant(
-        "11", "split_kv_paged", /*ours=*/true,
-        [splits, page_size](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
-                            fa::DeviceContext& ctx) {
-          fa::step11::decode_forward_paged(
-              p, in, out, ctx, fa::step11::DecodeOptions{.splits = splits, .merge = fa::step11::Merge::block_per_row},
-              page_size);
-        }));
-    // Not attention: the cache read once and nothing else, the floor measured on this GPU.
-    def.variants.push_back(fa::gpu_variant("11", "read_cache", /*ours=*/false, fa::step11::read_cache_only));
-  }
+  };
+  def.variants.push_back(fa::gpu_variant("11", "split_kv", /*ours=*/true, split_kv(fa::step11::Merge::warp_per_row)));
+  def.variants.push_back(
+      fa::gpu_variant("11", "split_kv_block_merge", /*ours=*/true, split_kv(fa::step11::Merge::block_per_row)));
+  def.variants.push_back(
+      fa::gpu_variant("11", "split_kv_fused_merge", /*ours=*/true, split_kv(fa::step11::Merge::last_block)));
+  def.variants.push_back(
+      fa::gpu_variant("11", "split_kv_cluster_merge", /*ours=*/true, split_kv(fa::step11::Merge::cluster)));
+  def.variants.push_back(fa::gpu_variant("11", "one_split", /*ours=*/true, fa::step11::attention_forward_one_split));
+  def.variants.push_back(fa::gpu_variant(
+      "11", "split_kv_paged", /*ours=*/true,
+      [splits, page_size](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
+                          fa::DeviceContext& ctx) {
+        fa::step11::decode_forward_paged(
+            p, in, out, ctx, fa::step11::DecodeOptions{.splits = splits, .merge = fa::step11::Merge::block_per_row},
+            page_size);
+      }));
+  // Not attention: the cache read once and nothing else, the floor measured on this GPU.
+  def.variants.push_back(fa::gpu_variant("11", "read_cache", /*ours=*/false, fa::step11::read_cache_only));
   // The previous stage beside it, same dtype: the chart's comparison and the second opinion.
   def.variants.push_back(fa::gpu_variant("07", "flash", /*ours=*/false, fa::step11::stage07_repeated_heads));
   def.verify.previous = fa::PreviousStage{"07 flash", fa::gpu_forward(fa::step11::stage07_repeated_heads)};
   fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);
-  if (!prefill) {
-    // A decoding step takes microseconds: more repetitions for a steady median.
-    def.default_reps = 50;
-    def.extra_report = [&opt, splits](std::ostream& os, const std::vector<fa::ResultRow>&) {
-      using fa::step11::Merge;
-      const bool clusters = fa::current_compute_capability() >= 90;
-      os << "\n";
-      for (const Merge merge : {Merge::warp_per_row, Merge::cluster}) {
-        if (merge == Merge::cluster && !clusters) continue;
-        os << (merge == Merge::cluster ? "splits (split_kv_cluster_merge):" : "splits (split_kv):");
-        for (const auto& [nq, nk] : opt.sizes) {
-          fa::Problem p = opt.problem;
-          p.seq_q = nq;
-          p.seq_k = nk;
-          const fa::step11::DecodePlan plan = fa::step11::plan_decode(p, splits, merge);
-          os << "  Nk=" << nk << ": " << plan.splits << " × " << plan.blocks;
-          if (merge == Merge::cluster) os << " clusters";
-          else os << " blocks on " << plan.slots << " at once";
-        }
-        os << "\n";
+  // A decoding step takes microseconds: more repetitions for a steady median.
+  def.default_reps = 50;
+  def.extra_report = [&opt, splits](std::ostream& os, const std::vector<fa::ResultRow>&) {
+    using fa::step11::Merge;
+    const bool clusters = fa::current_compute_capability() >= 90;
+    os << "\n";
+    for (const Merge merge : {Merge::warp_per_row, Merge::cluster}) {
+      if (merge == Merge::cluster && !clusters) continue;
+      os << (merge == Merge::cluster ? "splits (split_kv_cluster_merge):" : "splits (split_kv):");
+      for (const auto& [nq, nk] : opt.sizes) {
+        fa::Problem p = opt.problem;
+        p.seq_q = nq;
+        p.seq_k = nk;
+        const fa::step11::DecodePlan plan = fa::step11::plan_decode(p, splits, merge);
+        os << "  Nk=" << nk << ": " << plan.splits << " × " << plan.blocks;
+        if (merge == Merge::cluster) os << " clusters";
+        else os << " blocks on " << plan.slots << " at once";
       }
-      if (!clusters) return;
-      os << "clusters of the decode kernel this GPU holds at once, by blocks per cluster:";
-      for (int s = 2; s <= fa::step11::kMaxClusterSplits; ++s) os << " " << s << ":" << fa::step11::cluster_capacity(opt.problem, s);
       os << "\n";
-    };
-  }
+    }
+    if (!clusters) return;
+    os << "clusters of the decode kernel this GPU holds at once, by blocks per cluster:";
+    for (int s = 2; s <= fa::step11::kMaxClusterSplits; ++s) os << " " << s << ":" << fa::step11::cluster_capacity(opt.problem, s);
+    os << "\n";
+  };
   return fa::run_stage(cli, def);
 }

@@ -3,11 +3,9 @@
 // the splits, grouped heads (G = 1, 3, 4, 8; multi-query), causal with rows that see no key,
 // splits forced to 1, to more than the tiles, and chosen; fp16 and bf16; every head dim; large
 // logits; batches of caches of different lengths; the partials' memory measured; against stage 07
-// on the same problem (K/V heads repeated). The split heuristic on a table of shapes. Grouped-query
-// prefill (stage 09's kernels reading K/V head bh / G) against float64 and against the same kernel
-// on repeated K/V. The four merges of the splits, the last-block merge also across launches, the
-// cluster merge's refusals; the default merge (the fastest on this GPU). A paged cache against the
-// contiguous one.
+// on the same problem (K/V heads repeated). The split heuristic on a table of shapes. The four
+// merges of the splits, the last-block merge also across launches, the cluster merge's refusals;
+// the default merge (the fastest on this GPU). A paged cache against the contiguous one.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime.h>
@@ -18,7 +16,6 @@
 #include <utility>
 #include <vector>
 
-#include "09_hopper/hopper.cuh"
 #include "fa/cuda/ptx/grid_dependency.cuh"
 #include "11_decoding/inference.cuh"
 #include "fa/compare.hpp"
@@ -26,7 +23,6 @@
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/device_buffer.cuh"
 #include "fa/cuda/stage_arch.cuh"
-#include "fa/packed.hpp"
 #include "fa/random.hpp"
 #include "fa/testing.hpp"
 
@@ -285,64 +281,6 @@ TEST_CASE("read_cache, the floor: nothing allocated beyond the tensors; O writte
       for (const float x : r.out.lse.to_float()) wrong += !(x == -INFINITY);
       CHECK(wrong == 0);
     }
-}
-
-TEST_CASE("grouped-query prefill against float64, and bitwise equal to the same kernel on K/V repeated to Hq") {
-  skip_without_gpu();
-  // On compute capability 9.0 this is stage 09's kernel reading K/V head bh / G: the multi-head
-  // run on repeated K/V computes with the same values in the same order, so O and LSE must match
-  // to the bit. Elsewhere both run stage 07 on repeated heads (equal trivially).
-  const Heads heads[] = {{8, 2}, {4, 4}, {6, 1}, {12, 3}};
-  std::uint64_t seed = 11000;
-  for (const fa::DType t : kDtypes)
-    for (const std::int64_t d : {64, 128, 256})
-      for (const Heads h : heads)
-        for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 77}, {1000, 1000}, {300, 1100}, {513, 200}})
-          for (const bool causal : {false, true}) {
-            if (d == 256 && nq > 500) continue;  // D = 256 is checked for correctness, on the short shapes
-            const fa::Problem p = decode_problem(nq, nk, d, causal, h.q, h.kv, t);
-            INFO(p.describe() << " " << fa::to_string(p.dtype) << " (stage " << fa::step09::fastest_forward_stage() << ")");
-            const fa::AttentionData in = fa::make_inputs(p, ++seed);
-            const fa::GpuRun grouped = fa::run_once(p, in, fa::step11::attention_forward_prefill);
-            fa::testing::check_verified(p, in, grouped.out, "10 prefill");
-            if (p.causal) fa::testing::check_empty_rows(p, grouped.out);
-            const fa::GpuRun repeated = fa::run_once(p, in, fa::step11::attention_forward_prefill_repeated);
-            CHECK(grouped.out.o.to_float() == repeated.out.o.to_float());
-            CHECK(grouped.out.lse.to_float() == repeated.out.lse.to_float());
-            if (fa::step09::runs_here()) CHECK(grouped.extra_bytes == 0);  // nothing repeated
-          }
-}
-
-TEST_CASE("packed prefill: each sequence against float64 alone, and bitwise what the kernel gives it alone") {
-  skip_without_gpu();
-  if (!fa::step09::runs_here()) {
-    MESSAGE("packed prefill runs on stage 09's kernels (compute capability 9.0): not checked on this GPU");
-    return;
-  }
-  // Lengths off every tile (1, 77, 300), a tile exactly (128), longer than the others (513): the
-  // grid covers the longest, shorter sequences' extra blocks return; a K/V tile past a sequence's
-  // end holds the next sequence's rows, which the mask must hide.
-  const std::vector<std::int64_t> lens = {77, 1, 300, 128, 513};
-  std::uint64_t seed = 11500;
-  for (const fa::DType t : kDtypes)
-    for (const std::int64_t d : {64, 128})
-      for (const auto& [hq, hkv] : {std::pair<std::int64_t, std::int64_t>{8, 2}, {4, 4}})
-        for (const bool causal : {false, true}) {
-          fa::Problem base = decode_problem(1, 1, d, causal, hq, hkv, t, 1);
-          const fa::Problem p = fa::packed_problem(base, lens);
-          INFO(p.describe() << " " << fa::to_string(t));
-          const fa::AttentionData in = fa::make_inputs(p, ++seed);
-          const fa::GpuRun packed = fa::run_once(p, in, fa::step11::attention_forward_prefill);
-          fa::testing::check_verified(p, in, packed.out, "10 prefill (packed)");
-          for (std::int64_t s = 0; s < p.batch; ++s) {
-            const fa::Problem one = fa::sequence_problem(p, s);
-            const fa::GpuRun alone = fa::run_once(one, fa::sequence_inputs(p, in, s), fa::step11::attention_forward_prefill);
-            const fa::AttentionResult mine = fa::sequence_result(p, packed.out, s);
-            CAPTURE(s);
-            CHECK(mine.o.to_float() == alone.out.o.to_float());
-            CHECK(mine.lse.to_float() == alone.out.lse.to_float());
-          }
-        }
 }
 
 TEST_CASE("the chosen splits split a long cache of one sequence, and the result matches stage 07 on every row") {
