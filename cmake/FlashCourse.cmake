@@ -310,10 +310,13 @@ function(fa_add_exercise)
     target_link_libraries(${target} PRIVATE ${E_LIBS} ${main})
     fa_warnings(${target})
     if(role STREQUAL "starter")
-      # A hole (FA_TODO) leaves parameters and locals unused until the learner fills it in.
+      # A hole (FA_TODO) leaves parameters and locals unused until the learner fills it in: quiet
+      # the host compiler and nvcc's front end about it (177: declared but never referenced,
+      # 550: set but never used).
       target_compile_options(${target} PRIVATE
         $<$<COMPILE_LANGUAGE:CXX>:-Wno-unused-parameter -Wno-unused-variable -Wno-unused-but-set-variable>
-        $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wno-unused-parameter,-Wno-unused-variable,-Wno-unused-but-set-variable>)
+        $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wno-unused-parameter,-Wno-unused-variable,-Wno-unused-but-set-variable>
+        $<$<COMPILE_LANGUAGE:CUDA>:-diag-suppress=177,550>)
     else()
       add_test(NAME ${target} COMMAND ${target})
       set_tests_properties(${target} PROPERTIES LABELS "exercise;${device}")

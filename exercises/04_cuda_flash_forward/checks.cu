@@ -1,14 +1,15 @@
 // Exercise 04 — the checks of the fused kernel's online softmax: O and LSE against float64 at
 // awkward shapes (N = 1, tails, Nq != Nk both ways, every D, causal on and off), large logits, a
-// max that arrives in the last tile, and rows that see no key. The same file builds against the
-// starter (exercises/) and the solution (solutions/). Needs a CUDA device (exit 77 without one).
+// max that arrives in the last tile, and rows that see no key. They run stage 04's own kernel
+// (flash_forward.cu), built against the starter's online_softmax_tile.cuh (exercises/) or the
+// solution's (solutions/). Needs a CUDA device (exit 77 without one).
 //   cmake --build build --target check_ex04
 #include <doctest/doctest.h>
 
+#include "04_cuda_flash_forward/flash_forward.cuh"
 #include "fa/cuda/stage_gpu.cuh"
-#include "fa/testing.hpp"
 #include "fa/random.hpp"
-#include "flash_forward_exercise.cuh"
+#include "fa/testing.hpp"
 
 namespace {
 
@@ -16,7 +17,7 @@ using fa::testing::problem;
 
 void check(const fa::Problem& p, const fa::AttentionData& in, fa::Tolerance tol) {
   INFO(p.describe());
-  const auto r = fa::run_once(p, in, fa::ex04::attention_forward);
+  const auto r = fa::run_once(p, in, fa::step04::attention_forward);
   fa::testing::check_against_f64(p, in, r.out, tol, "ex04");
 }
 
@@ -52,7 +53,7 @@ TEST_CASE("ex04: the max arriving in the last tile: the earlier tiles are rescal
 TEST_CASE("ex04: rows that see no key (causal, Nq > Nk): O = 0 and LSE = -inf, never NaN") {
   const fa::Problem p = problem(133, 30, 64, true, 1, 2);
   const fa::AttentionData in = fa::make_inputs(p, 43);
-  const auto r = fa::run_once(p, in, fa::ex04::attention_forward);
+  const auto r = fa::run_once(p, in, fa::step04::attention_forward);
   fa::testing::check_empty_rows(p, r.out);
   fa::testing::check_against_f64(p, in, r.out, fa::kFloat32Tol, "ex04");
 }

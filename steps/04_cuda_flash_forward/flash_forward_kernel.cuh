@@ -162,8 +162,17 @@ struct OutCols {
 
 }  // namespace detail
 
+}  // namespace fa::step04
+
+// The online softmax of one tile and the final normalization (the hole of exercise ex04): angle
+// brackets on purpose, the exercise builds this kernel with its own folder first on the include
+// path. It uses the constants, KernelArgs and OutCols above.
+#include <online_softmax_tile.cuh>
+
+namespace fa::step04 {
+
 // One block: Q tile `blockIdx.y` of head `blockIdx.x` (b·H + h), all key tiles. kMinBlocks is
-// the occupancy the registers are budgeted for (tune.cu measures the alternatives).
+// the occupancy the registers are budgeted for (lab/tune.cu measures the alternatives).
 template <int D, int kMinBlocks = min_blocks_per_sm<D>()>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
 flash_forward_kernel(const KernelArgs a) {
@@ -251,34 +260,7 @@ flash_forward_kernel(const KernelArgs a) {
       }
     }
 
-    // >>> ex04:online_softmax
-    // Fold this tile into m, l and Õ for each of the thread's 8 rows. After it, s holds P̃.
-#pragma unroll
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      // The row's max over this tile: 4 keys here, then across the 16 threads that share the row.
-      float tile_max = fmaxf(fmaxf(s[i][0], s[i][1]), fmaxf(s[i][2], s[i][3]));
-#pragma unroll
-      for (int lane_mask = 1; lane_mask < 16; lane_mask <<= 1)
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, lane_mask));
-      const float m_new = fmaxf(m[i], tile_max);
-      // A row that has seen no key yet keeps m = −inf; subtracting 0 instead keeps exp2 away from
-      // (−inf) − (−inf) = NaN: its P̃ is exp2(−inf) = 0 and its alpha exp2(−inf) = 0 (l, Õ are 0).
-      const float m_use = m_new == kNegInf ? 0.f : m_new;
-      // exp(m_old − m_new) moves everything summed so far onto the new max: ≤ 1, exactly 1 when
-      // the max did not change, and 0 on the row's first visible tile.
-      const float alpha = exp2f(m[i] - m_use);
-      float row_sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < kKeysPerThread; ++j) {
-        s[i][j] = exp2f(s[i][j] - m_use);  // every exponent ≤ 0: no overflow, even at scores of 200
-        row_sum += s[i][j];
-      }
-      l[i] = alpha * l[i] + row_sum;  // this thread's 4 keys only: reduced across the row at the end
-#pragma unroll
-      for (int c = 0; c < Cols::kCount; ++c) o[i][c] *= alpha;
-      m[i] = m_new;
-    }
-    // <<< ex04:online_softmax
+    online_softmax_tile<Cols::kCount>(s, m, l, o);  // after it, s holds P̃
 
     // P̃ to shared memory: the P̃ V product needs whole rows of P̃ against whole columns of V, and
     // each thread holds only 4 keys of its rows. 16 KiB of shared memory instead of stage 03's
@@ -330,31 +312,7 @@ flash_forward_kernel(const KernelArgs a) {
     }
   }
 
-  // >>> ex04:finish
-  // Once per row: l summed across the 16 threads of the row, O = Õ / l, LSE = ln2 · (m' + log2 l).
-#pragma unroll
-  for (int i = 0; i < kRowsPerThread; ++i) {
-    float row_sum = l[i];
-#pragma unroll
-    for (int lane_mask = 1; lane_mask < 16; lane_mask <<= 1)
-      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, lane_mask);
-    const int row = i0 + ty + 8 * i;
-    if (row >= a.seq_q) continue;  // padding rows of the last Q tile
-    // l = 0 only for a row that saw no key: then Õ = 0 too, and O = 0, LSE = −inf (not NaN).
-    const float inv_l = row_sum > 0.f ? 1.f / row_sum : 0.f;
-    float* const o_row = a.o + (bh * a.seq_q + row) * D;
-#pragma unroll
-    for (int k = 0; k < Cols::kChunks; ++k) {
-      const int col = (k * 16 + tx) * Cols::kVec;
-      if constexpr (Cols::kVec == 4)
-        *reinterpret_cast<float4*>(o_row + col) = make_float4(o[i][4 * k] * inv_l, o[i][4 * k + 1] * inv_l,
-                                                              o[i][4 * k + 2] * inv_l, o[i][4 * k + 3] * inv_l);
-      else
-        *reinterpret_cast<float2*>(o_row + col) = make_float2(o[i][2 * k] * inv_l, o[i][2 * k + 1] * inv_l);
-    }
-    if (tx == 0) a.lse[bh * a.seq_q + row] = row_sum > 0.f ? kLn2 * (m[i] + log2f(row_sum)) : kNegInf;
-  }
-  // <<< ex04:finish
+  finish_rows<D>(o, m, l, a, bh, i0, ty, tx);
 }
 
 }  // namespace fa::step04

@@ -41,6 +41,10 @@
 
 #include "04_cuda_flash_forward/flash_forward_kernel.cuh"
 
+// The causal mask of a diagonal tile (the hole of exercise ex05): angle brackets on purpose, the
+// exercise builds this kernel with its own folder first on the include path.
+#include <causal_tiles.cuh>
+
 namespace fa::step05 {
 
 using step04::kBc;
@@ -88,7 +92,6 @@ flash_causal_kernel(const KernelArgs a) {
   // Without a mask: every key tile, none masked (the key tail aside). Causal: see the header.
   int n_tiles = (a.seq_k + kBc - 1) / kBc;
   int mask_from = n_tiles;  // the first key tile that needs the causal mask
-  // >>> ex05:kv_bounds
   if (a.causal) {
     const int i_last = min(i0 + kBr, a.seq_q) - 1;
     const int keys_end = max(0, min(i_last + causal_offset + 1, a.seq_k));  // what the last row sees
@@ -96,7 +99,6 @@ flash_causal_kernel(const KernelArgs a) {
     const int keys_full = i0 + causal_offset + 1;  // what every row sees (before clamping to [0, Nk])
     mask_from = keys_full >= a.seq_k ? n_tiles : max(keys_full, 0) / kBc;
   }
-  // <<< ex05:kv_bounds
 
   load_q_tile<D>(Qs, q_head, i0, a.seq_q, a.scale_log2);
   if (n_tiles > 0) {
@@ -153,17 +155,7 @@ flash_causal_kernel(const KernelArgs a) {
     }
 
     // The causal mask on the diagonal tiles only (stage 04 masked every tile): −inf → P̃ = 0.
-    // >>> ex05:diagonal_mask
-    if (t >= mask_from) {
-#pragma unroll
-      for (int i = 0; i < kRowsPerThread; ++i) {
-        const int row = i0 + ty + 8 * i;
-#pragma unroll
-        for (int j = 0; j < kKeysPerThread; ++j)
-          if (j0 + tx + 16 * j > row + causal_offset) s[i][j] = kNegInf;
-      }
-    }
-    // <<< ex05:diagonal_mask
+    mask_diagonal_tile(s, t, mask_from, i0, j0, ty, tx, causal_offset);
     if (j0 + kBc > a.seq_k) {  // the key tail of the last tile: keys that do not exist
 #pragma unroll
       for (int i = 0; i < kRowsPerThread; ++i)

@@ -44,13 +44,6 @@ void launch(const char* name, const Problem& p, const AttentionInputs& in, const
   ctx.kernel_end(name);
 }
 
-// v2 .. v4: the top rung's grid, threads and shared memory (Q, K, V and P̃ tiles).
-template <auto kernel, int D>
-void launch_tiled(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                  DeviceContext& ctx) {
-  launch<kernel, kBr, kThreads, smem_bytes<D>()>(name, p, in, out, ctx);
-}
-
 }  // namespace
 
 // check_launchable has refused every D but 32, 64 and 128.
@@ -68,9 +61,9 @@ void v2_register_tile(const Problem& p, const AttentionInputs& in, const Attenti
   check_launchable(p, in, out, "04 v2_register_tile");
   const char* name = "v2_register_tile";
   switch (p.dim) {
-    case 32: launch_tiled<v2_register_tile_kernel<32>, 32>(name, p, in, out, ctx); break;
-    case 64: launch_tiled<v2_register_tile_kernel<64>, 64>(name, p, in, out, ctx); break;
-    default: launch_tiled<v2_register_tile_kernel<128>, 128>(name, p, in, out, ctx); break;
+    case 32: launch<v2_register_tile_kernel<32>, v2::kBr, v2::kThreads, v2::smem_bytes<32>()>(name, p, in, out, ctx); break;
+    case 64: launch<v2_register_tile_kernel<64>, v2::kBr, v2::kThreads, v2::smem_bytes<64>()>(name, p, in, out, ctx); break;
+    default: launch<v2_register_tile_kernel<128>, v2::kBr, v2::kThreads, v2::smem_bytes<128>()>(name, p, in, out, ctx); break;
   }
 }
 
@@ -78,9 +71,9 @@ void v3_swizzle(const Problem& p, const AttentionInputs& in, const AttentionOutp
   check_launchable(p, in, out, "04 v3_swizzle");
   const char* name = "v3_swizzle";
   switch (p.dim) {
-    case 32: launch_tiled<v3_swizzle_kernel<32>, 32>(name, p, in, out, ctx); break;
-    case 64: launch_tiled<v3_swizzle_kernel<64>, 64>(name, p, in, out, ctx); break;
-    default: launch_tiled<v3_swizzle_kernel<128>, 128>(name, p, in, out, ctx); break;
+    case 32: launch<v3_swizzle_kernel<32>, v3::kBr, v3::kThreads, v3::smem_bytes<32>()>(name, p, in, out, ctx); break;
+    case 64: launch<v3_swizzle_kernel<64>, v3::kBr, v3::kThreads, v3::smem_bytes<64>()>(name, p, in, out, ctx); break;
+    default: launch<v3_swizzle_kernel<128>, v3::kBr, v3::kThreads, v3::smem_bytes<128>()>(name, p, in, out, ctx); break;
   }
 }
 
@@ -88,9 +81,9 @@ void v4_cp_async(const Problem& p, const AttentionInputs& in, const AttentionOut
   check_launchable(p, in, out, "04 v4_cp_async");
   const char* name = "v4_cp_async";
   switch (p.dim) {
-    case 32: launch_tiled<v4_cp_async_kernel<32>, 32>(name, p, in, out, ctx); break;
-    case 64: launch_tiled<v4_cp_async_kernel<64>, 64>(name, p, in, out, ctx); break;
-    default: launch_tiled<v4_cp_async_kernel<128>, 128>(name, p, in, out, ctx); break;
+    case 32: launch<v4_cp_async_kernel<32>, v4::kBr, v4::kThreads, v4::smem_bytes<32>()>(name, p, in, out, ctx); break;
+    case 64: launch<v4_cp_async_kernel<64>, v4::kBr, v4::kThreads, v4::smem_bytes<64>()>(name, p, in, out, ctx); break;
+    default: launch<v4_cp_async_kernel<128>, v4::kBr, v4::kThreads, v4::smem_bytes<128>()>(name, p, in, out, ctx); break;
   }
 }
 

@@ -33,6 +33,8 @@
 // conflict-bound (V rows are read whole, 16 consecutive float4; P̃'s 2 rows cost 2 wavefronts):
 // 24 wavefronts per 32 clocks. With S and P̃ V halves of the FMAs: ~(80 + 32) clocks where the FMA
 // rate needs 64, plus a load stall at each tile that only the other block on the SM can fill.
+// Measured (H100, the same run): 18.7 TFLOP/s at D = 64 (1.63× v1), 19.0 at D = 128 (1.97×), below
+// the prediction: the bank conflicts cost more than counted (v3 removes them).
 // ptxas (sm_90, CUDA 13.0), D = 32 / 64 / 128: 168 / 202 / 254 registers, no spill; shared memory
 // 40 / 64 / 112 KiB per block, as the top rung.
 #pragma once
@@ -41,12 +43,36 @@
 
 #include <cstdint>
 
-#include "04_cuda_flash_forward/flash_forward_kernel.cuh"
 #include "04_cuda_flash_forward/ladder/rung_args.cuh"
 
 namespace fa::step04::ladder {
 
 namespace v2 {
+
+// The tiles, the thread layout and the register budget: the top rung's (flash_forward_kernel.cuh),
+// written out here so that this rung stands alone.
+inline constexpr int kBr = 64;            // query rows per block (the Q tile)
+inline constexpr int kBc = 64;            // keys per K/V tile
+inline constexpr int kThreads = 128;      // 4 warps: 8 row groups (ty) x 16 column groups (tx)
+inline constexpr int kRowsPerThread = 8;  // rows ty + 8·i
+inline constexpr int kKeysPerThread = 4;  // keys tx + 16·j
+// Shared memory of one block: Q, K, V tiles [64][D] and the P̃ tile [64][64], float32.
+template <int D>
+constexpr int smem_bytes() {
+  return (kBr * D + 2 * kBc * D + kBr * kBc) * static_cast<int>(sizeof(float));
+}
+// Blocks per SM the registers are budgeted for (3 / 2 / 2 at D = 32 / 64 / 128).
+template <int D>
+constexpr int min_blocks_per_sm() {
+  return D == 32 ? 3 : 2;
+}
+// The thread's columns of O: kVec consecutive floats at (k·16 + tx)·kVec, k < kChunks.
+template <int D>
+struct OutCols {
+  static constexpr int kVec = D >= 64 ? 4 : 2;    // float4 (float2 for D = 32)
+  static constexpr int kChunks = D / (16 * kVec);  // 1 (D = 32, 64) or 2 (D = 128)
+  static constexpr int kCount = kVec * kChunks;    // D / 16 columns per thread
+};
 
 // K_j (or V_j), rows j0 .. j0+63, into a row-major [64][D] tile; rows past Nk are zeros.
 template <int D>
@@ -81,10 +107,10 @@ __device__ __forceinline__ void load_q_tile(float* tile, const float* head, int 
 // One block: Q tile `blockIdx.y` of head `blockIdx.x` (b·H + h), all key tiles. The register
 // budget is the top rung's (min_blocks_per_sm: 3 / 2 / 2 blocks per SM at D = 32 / 64 / 128).
 template <int D>
-__global__ void __launch_bounds__(kThreads, min_blocks_per_sm<D>())
+__global__ void __launch_bounds__(v2::kThreads, v2::min_blocks_per_sm<D>())
 v2_register_tile_kernel(const RungArgs a) {
   using namespace v2;
-  using Cols = detail::OutCols<D>;
+  using Cols = OutCols<D>;
   extern __shared__ float4 smem_f4[];  // float4: the dynamic buffer is 16-byte aligned
   float* const Qs = reinterpret_cast<float*>(smem_f4);  // [Br][D]  Q_i
   float* const Ks = Qs + kBr * D;                       // [Bc][D]  K_j

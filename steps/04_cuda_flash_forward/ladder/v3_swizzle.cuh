@@ -21,6 +21,7 @@
 // TFLOP/s. Why: the loads of S fall from 80 to 8 + 8 = 16 wavefronts per 128 warp-FMAs, below
 // the 32 clocks those FMAs take; S is no longer bound by shared memory, P̃ V barely changes.
 // What is left is the stall at each tile while K_j and V_j come from L2 (v4).
+// Measured (H100, the same run): 32.5 TFLOP/s at D = 64 (1.74× v2), 30.8 at D = 128 (1.62×).
 // ptxas (sm_90, CUDA 13.0), D = 32 / 64 / 128: 168 / 222 / 255 registers, no spill; shared memory
 // 40 / 64 / 112 KiB per block.
 #pragma once
@@ -29,12 +30,36 @@
 
 #include <cstdint>
 
-#include "04_cuda_flash_forward/flash_forward_kernel.cuh"
 #include "04_cuda_flash_forward/ladder/rung_args.cuh"
 
 namespace fa::step04::ladder {
 
 namespace v3 {
+
+// The tiles, the thread layout and the register budget: the top rung's (flash_forward_kernel.cuh),
+// written out here so that this rung stands alone.
+inline constexpr int kBr = 64;            // query rows per block (the Q tile)
+inline constexpr int kBc = 64;            // keys per K/V tile
+inline constexpr int kThreads = 128;      // 4 warps: 8 row groups (ty) x 16 column groups (tx)
+inline constexpr int kRowsPerThread = 8;  // rows ty + 8·i
+inline constexpr int kKeysPerThread = 4;  // keys tx + 16·j
+// Shared memory of one block: Q, K, V tiles [64][D] and the P̃ tile [64][64], float32.
+template <int D>
+constexpr int smem_bytes() {
+  return (kBr * D + 2 * kBc * D + kBr * kBc) * static_cast<int>(sizeof(float));
+}
+// Blocks per SM the registers are budgeted for (3 / 2 / 2 at D = 32 / 64 / 128).
+template <int D>
+constexpr int min_blocks_per_sm() {
+  return D == 32 ? 3 : 2;
+}
+// The thread's columns of O: kVec consecutive floats at (k·16 + tx)·kVec, k < kChunks.
+template <int D>
+struct OutCols {
+  static constexpr int kVec = D >= 64 ? 4 : 2;    // float4 (float2 for D = 32)
+  static constexpr int kChunks = D / (16 * kVec);  // 1 (D = 32, 64) or 2 (D = 128)
+  static constexpr int kCount = kVec * kChunks;    // D / 16 columns per thread
+};
 
 // Float index of column `col` of row `row` in a swizzled [rows][W] tile (W floats per row): the
 // float4 column c4 = col / 4 of row r is stored at c4 ^ (r & 7).
@@ -83,10 +108,10 @@ __device__ __forceinline__ void load_q_tile(float* tile, const float* head, int 
 // One block: Q tile `blockIdx.y` of head `blockIdx.x` (b·H + h), all key tiles. The register
 // budget is the top rung's (min_blocks_per_sm: 3 / 2 / 2 blocks per SM at D = 32 / 64 / 128).
 template <int D>
-__global__ void __launch_bounds__(kThreads, min_blocks_per_sm<D>())
+__global__ void __launch_bounds__(v3::kThreads, v3::min_blocks_per_sm<D>())
 v3_swizzle_kernel(const RungArgs a) {
   using namespace v3;
-  using Cols = detail::OutCols<D>;
+  using Cols = OutCols<D>;
   extern __shared__ float4 smem_f4[];  // float4: the dynamic buffer is 16-byte aligned
   float* const Qs = reinterpret_cast<float*>(smem_f4);  // [Br][D]  Q_i
   float* const Ks = Qs + kBr * D;                       // [Bc][D]  K_j
