@@ -26,6 +26,14 @@
 // (an XOR per step), and whole K/V tiles are copied without bound checks (load_tile_async), where
 // v2 and v3 compute the swizzle at every load and check every copy. Together 0-17 % at D = 64 and
 // 128 (docs/07_tensor_cores.md, "The ladder, measured").
+//
+// The top rung of the ladder (diff ladder/v4_registers.cuh against this file: the same kernel; what
+// the rung adds is its shape, StageConfig in tensor_cores.cu: 32 rows per warp, Br = 128, and at
+// D = 64 Bc = 128).
+// Predicted (the chapter's "expected" column, written after a first exploratory run of the ladder,
+//   so not blind): 1.20-1.30x v4, half the K/V fragment reads per FLOP.
+// Measured (H100, bf16, the paper shapes at 4k, not causal, docs/results/step07_ladder_d64.json and
+//   _d128.json): 1.24x v4 at D = 64 (328 TFLOP/s), 1.30x at D = 128 (372).
 #pragma once
 
 #include <cuda_runtime.h>

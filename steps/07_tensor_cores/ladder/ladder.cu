@@ -2,19 +2,19 @@
 // launch. The kernels and what each adds: ladder.cuh and the v*.cuh files beside it.
 #include "07_tensor_cores/ladder/ladder.cuh"
 
-#include "07_tensor_cores/flash_tc_kernel.cuh"
 #include "07_tensor_cores/ladder/v1_mma.cuh"
 #include "07_tensor_cores/ladder/v2_ldmatrix.cuh"
 #include "07_tensor_cores/ladder/v3_cp_async.cuh"
+#include "07_tensor_cores/ladder/v4_registers.cuh"
 #include "fa/cuda/tc/launch.cuh"
 
 namespace fa::step07::ladder {
 
 namespace {
 
-// v4: the stage's kernel with 16 rows per warp (Br = 64), as v1 .. v3 have.
+// v4: 16 rows per warp (Br = 64) and Bc = 64, as v1 .. v3 have.
 template <int D>
-using V4 = FlashConfig<D, 4, 1, 64, 2>;
+using V4 = V4Config<D, 4, 1, 64, 2>;
 
 // The rungs run D = 64 and 128: the ladder's measurements are made there.
 void require_rung_dim(const Problem& p, const char* name) {
@@ -63,7 +63,7 @@ struct LaunchV4 {
   static void launch(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                      DeviceContext& ctx) {
     using C = V4<D>;
-    tc::launch<T, flash_tc_kernel<T, C>, C::kThreads, C::kBr, C::kSmemBytes>(name, p, in, out, ctx);
+    tc::launch<T, v4_registers_kernel<T, C>, C::kThreads, C::kBr, C::kSmemBytes>(name, p, in, out, ctx);
   }
 };
 

@@ -1,16 +1,18 @@
 // ladder.cuh — stage 07 as a ladder: the tensor-core forward built up one idea at a time, each
 // rung a working kernel, verified against float64 and against the rung below it
 // (tests/test_ladder.cu), measured by the stage executable (`--ladder`), told in
-// docs/07_tensor_cores.md, "The ladder, measured". `diff` between neighbouring files is the lesson.
+// docs/07_tensor_cores.md, "The ladder, measured". `diff` between neighbouring files is the lesson;
+// each rung's header says what it adds, what it was expected to gain and what it gained.
 //
 //   v1_mma        v1_mma.cuh        mma.sync; fragments gathered by 32-bit shared loads from plain
 //                                   tiles; P through shared memory; synchronous copies
 //   v2_ldmatrix   v2_ldmatrix.cuh   ldmatrix(.trans) and the XOR-swizzled layout: no bank conflicts
 //   v3_cp_async   v3_cp_async.cuh   K/V by cp.async into two buffers each: copies behind the math
-//   v4_registers  ../flash_tc_kernel.cuh at 16 rows per warp: P stays in registers as the A
-//                                   operand of P·V (the accumulator → operand identity); being the
-//                                   stage's kernel, it also computes the swizzled addresses once
-//                                   per thread, which v2 and v3 do not yet: two changes in one step
+//   v4_registers  v4_registers.cuh  P stays in registers as the A operand of P·V (the
+//                                   accumulator → operand identity); written as the stage's kernel
+//                                   is, it also computes the swizzled addresses once per thread and
+//                                   copies whole tiles unchecked, which v2 and v3 do not yet: three
+//                                   changes in one step
 //   flash         ../flash_tc_kernel.cuh at 32 rows per warp (the stage): each K/V fragment feeds
 //                                   two mma's, half the shared-memory reads per FLOP
 //

@@ -3,6 +3,12 @@
 //
 // What changed from v2 (diff ladder/v2_ldmatrix.cuh against this file): the loads (cp.async, two
 // buffers, a commit/wait per copy) and where the __syncthreads go; the arithmetic is v2's.
+//
+// Predicted (the chapter's "expected" column, written after a first exploratory run of the
+//   ladder, so not blind): 1.10-1.20x v2 (stage 04's cp.async rung gave 1.18x).
+// Measured (H100, bf16, the paper shapes at 4k, not causal, docs/results/step07_ladder_d64.json and
+//   _d128.json): 1.09x v2 at D = 64 (203 TFLOP/s), 1.45x at D = 128 (266), where a tile of 64
+//   keys is twice the copy every warp waited for in v2.
 #pragma once
 
 #include "fa/cuda/tc/fragment_softmax.cuh"

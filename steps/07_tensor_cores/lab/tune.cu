@@ -4,7 +4,7 @@
 // tensor_cores.cu (docs/07_tensor_cores.md). A tuning aid: it verifies nothing (the tests and the
 // stage executable do).
 //
-//   build/steps/07_tensor_cores/step07_tune [N ...]        (default N = 4096)
+//   build/steps/07_tensor_cores/step07_tune [N ...]        (default N = 4096; lab/run_on_gpu.sh runs it)
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
