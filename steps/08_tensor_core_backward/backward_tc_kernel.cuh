@@ -1,11 +1,13 @@
-// Stage 08's kernels — the FlashAttention-2 backward on tensor cores: fp16 or bf16 Q, K, V, O, dO,
-// float32 accumulators, mma.sync.m16n8k16 for all five products.
+// Stage 08's kernel — the FlashAttention-2 backward on tensor cores: fp16 or bf16 Q, K, V, O, dO,
+// float32 accumulators, mma.sync.m16n8k16 for all five products. The key-tile kernel here is the
+// top rung of the ladder (ladder/ladder.cuh); around it run the rows' preprocessing and dQ's
+// conversion (row_kernels.cuh), and with --deterministic the dQ kernel (backward_dq_kernel.cuh).
 //
 // What changed from stage 06 (steps/06_cuda_backward/flash_backward.cu): the loop is the same
 // (one block per K/V tile, K_j and V_j resident, query tiles streamed, P recomputed from the saved
 // LSE, dQ by float atomics); the products moved from float32 FMAs to tensor cores, and with them
-// the data: the operands come from stage 07's swizzled tiles by ldmatrix, and the softmax's
-// gradient happens on accumulator fragments. What changed from stage 07's forward
+// the data: the operands come from swizzled tiles by ldmatrix (fa/cuda/tc/tile_ops.cuh), and the
+// softmax's gradient happens on accumulator fragments. What changed from stage 07's forward
 // (07_tensor_cores/flash_tc_kernel.cuh): the warps own keys, not queries.
 //
 //   block: Bc keys; warp w owns a key block of 16·KM keys (KM = 1 or 2, BackwardConfig) and its
@@ -22,8 +24,8 @@
 //   computes Sᵀ, Pᵀ and dV_w, the dP warp dPᵀ, dSᵀ and dK_w; Pᵀ crosses from one to the other
 //   through shared memory. The dP warps signal dSᵀ on a named barrier (fa/cuda/ptx/barrier.cuh)
 //   as soon as it is stored and go on to dK; the S warps wait for the signal only before dQ.
-//   (--deterministic: the same kernel without the dQ part, then backward_dq_kernel below, which
-//   turns the loop around to compute dQ in registers in a fixed order.)
+//   (--deterministic: the same kernel without the dQ part, kAtomicDq = false, then
+//   backward_dq_kernel, which turns the loop around to compute dQ in registers in a fixed order.)
 //
 // Computing Sᵀ rather than S is the design decision: Pᵀ and dSᵀ are then
 // born in the accumulator layout of the two products that sum over queries (dV, dK), so they stay
@@ -42,43 +44,35 @@
 // Then the barriers: a __syncthreads before dQ made each side wait for the other's second product;
 // the named barrier lets the S warps' dV product run beside the dP warps' dK product, 1.03-1.04×
 // the kernel at 16k keys (docs/results/step08_named_barriers_h100.txt).
+//
+// What it adds to the rung below (diff ladder/v6_named_barrier.cuh against this file): the grid
+// order. With key_tiles_first the grid's fast axis is a head's key tiles, so that the blocks
+// running at once share one head's Q, dO and dQ rows in L2; else the heads, as in v1 .. v6. The
+// host chooses by shape (StageConfigOf in tensor_core_backward.cu); the kernel reads the flag to
+// tell its head and key tile. (Also the deterministic mode's switch, kAtomicDq, which no rung has.)
+// Predicted (written before it was measured, from step08_tune's runs of the two orders,
+//   tensor_core_backward.cu): D = 64 1.02-1.08x v6 without the mask, 1.00x causal (heads first
+//   there); D = 128 1.03-1.08x without the mask, causal 1.00x below 16k keys, 1.04x at 16k.
+// Measured: (pending the H100 run)
+//
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "fa/cuda/tc/tile_ops.cuh"
+#include "08_tensor_core_backward/backward_tiles.cuh"
 #include "08_tensor_core_backward/fragment_gradient.cuh"
 #include "fa/cuda/ptx/barrier.cuh"
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 
 namespace fa::step08 {
 
 using tc::SwizzledTile;
 using tc::swizzled_at;  // the ldmatrix address of a step of a swizzled tile
-
-// One launch: [B·H, N, D] tensors (T = __half or __nv_bfloat16), contiguous.
-template <class T>
-struct BackwardArgs {
-  const T* q;
-  const T* k;
-  const T* v;
-  const T* d_o;
-  // Per query row, padded to a multiple of Br per head (the preprocessing kernel writes them):
-  const float* lse2;   // LSE·log2(e); +inf for a row that sees no key and for the padding (P = 0)
-  const float* delta;  // D = rowsum(dO ∘ O); 0 for the padding
-  float* dq_accum;     // [B·H, Nq, D] float32, zeroed: Σ over key tiles of dS K (unscaled)
-  T* dk;
-  T* dv;
-  int seq_q, seq_k, seq_q_padded;
-  float scale;       // τ: dK = τ·dSᵀQ, dQ = τ·dS K (applied once, at the end)
-  float scale_log2;  // τ·log2(e): P = 2^(S·τlog2e − LSE·log2e)
-  bool causal;       // bottom-right: key j visible to query i iff j ≤ i + Nk − Nq
-  bool key_tiles_first = false;  // the grid's x: a head's key tiles (true) or the heads (BackwardConfig::grid)
-};
 
 // The tile shape: head dim D, kWarps warps of kKeyBlocks·16 keys each (Bc = 16·kKeyBlocks·kWarps keys
 // per block), query tiles of kBr. A warp's Sᵀ and dPᵀ are kKeyBlocks·16 × Br, its dK and dV
@@ -119,48 +113,6 @@ struct BackwardConfig {
       (2 * KVTile::kElements + 4 * QTile::kElements + (kSplit > 1 ? 2 : 1) * DsTile::kElements) * 2 +
       2 * 2 * kBr * 4;
 };
-
-// The query tiles a key tile [j0, j0 + Bc) meets: from the first query that sees key j0 (causal) to
-// the end, and from which one on every (key, query) pair is visible, so that no mask is needed.
-struct QueryTiles {
-  int begin = 0, end = 0, unmasked_from = 0;
-};
-__device__ __forceinline__ QueryTiles query_tiles(int j0, int Bc, int Br, int seq_q, int seq_k, bool causal) {
-  QueryTiles t;
-  t.end = (seq_q + Br - 1) / Br;
-  const int offset = seq_k - seq_q;
-  const bool key_tail = j0 + Bc > seq_k;
-  if (causal) {
-    const int first = max(0, j0 - offset);  // the first query that sees key j0
-    t.begin = min(first, seq_q) / Br;
-    if (first >= seq_q) t.begin = t.end;  // no query sees these keys
-    // Tile i needs no mask once its first query sees the tile's last key: i·Br ≥ j0 + Bc − 1 − offset.
-    const int need = j0 + Bc - 1 - offset;
-    t.unmasked_from = need <= 0 ? 0 : (need + Br - 1) / Br;
-  }
-  if (key_tail) t.unmasked_from = t.end;  // keys past Nk: every tile masks them
-  return t;
-}
-
-// Two neighbouring columns of a row of the float32 dQ accumulator += (x, y): one 8-byte atomic on
-// sm_90, two 4-byte ones before it.
-__device__ __forceinline__ void add_to_dq(float* at, float x, float y) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(at), make_float2(x, y));
-#else
-  atomicAdd(at, x);
-  atomicAdd(at + 1, y);
-#endif
-}
-
-// Two 8-query column tiles of a warp's accumulators, x[mi][2ks] and x[mi][2ks + 1] (16 keys × 16
-// queries), packed to 16 bits of type U as an A fragment: the C→A identity of stage 07.
-template <class U, int KM, int NQ>
-__device__ __forceinline__ void pack_a(const float (&x)[KM][NQ][4], int mi, int ks, std::uint32_t (&frag)[4]) {
-  const float(&c0)[4] = x[mi][2 * ks], (&c1)[4] = x[mi][2 * ks + 1];
-  frag[0] = ptx::pack2<U>(c0[0], c0[1]), frag[1] = ptx::pack2<U>(c0[2], c0[3]);
-  frag[2] = ptx::pack2<U>(c1[0], c1[1]), frag[3] = ptx::pack2<U>(c1[2], c1[3]);
-}
 
 // kAtomicDq = false: dK and dV only (the deterministic mode: dQ by backward_dq_kernel, below).
 template <class T, class C, bool kAtomicDq = true>
@@ -500,168 +452,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_tc_kernel
           *reinterpret_cast<std::uint32_t*>(a.dv + at_row + 8 * n) = ptx::pack2<T>(dv[mi][n][2 * r], dv[mi][n][2 * r + 1]);
       }
     }
-}
-
-// The deterministic dQ: one block per query tile of 16·kWarps queries, each warp owning 16 of
-// them (stage 07's forward loop, with the backward's arithmetic), the key tiles streamed. Per key
-// tile j, on accumulator fragments, S and dP are recomputed once more:
-//   S = Q_w K_jᵀ, dP = dO_w V_jᵀ      A: Q, dO rows (ldmatrix); B: K, V rows as columns (ldmatrix)
-//   P = 2^(S·τlog2e − LSE·log2e), dS = P ∘ (dP − D)
-//   dQ_w += dS K_j                     A: dS packed in registers (the C→A identity); B: K (.trans)
-// dQ is summed in registers in one fixed order and written once: bitwise the same on every run, no
-// float32 buffer, at the price of computing S and dP twice (in this kernel and the key-tile one).
-template <int D_, int kWarps_, int kBc_, int kMinBlocks_>
-struct DqConfig {
-  static constexpr int D = D_, kWarps = kWarps_, kBc = kBc_, kMinBlocks = kMinBlocks_;
-  static constexpr int kThreads = 32 * kWarps, kBr = 16 * kWarps;
-  using QTile = SwizzledTile<kBr, D>;
-  using KVTile = SwizzledTile<kBc, D>;
-  // Q, dO; two buffers of K and of V.
-  static constexpr int kSmemBytes = (2 * QTile::kElements + 4 * KVTile::kElements) * 2;
-};
-
-template <class T, class C>
-__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) backward_dq_kernel(const BackwardArgs<T> a, T* dq_out) {
-  constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, NT = Bc / 8, DT = D / 8;
-  using QTile = typename C::QTile;
-  using KVTile = typename C::KVTile;
-  extern __shared__ __align__(128) unsigned char smem[];
-  constexpr std::uint32_t kQ = QTile::kElements * sizeof(T), kKV = KVTile::kElements * sizeof(T);
-  const std::uint32_t q_tile = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-  const std::uint32_t do_tile = q_tile + kQ, k_tiles = do_tile + kQ, v_tiles = k_tiles + 2 * kKV;
-
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const std::int64_t head = blockIdx.x;
-  const int i0 = blockIdx.y * Br, row0 = i0 + 16 * warp;
-  const T* q = a.q + head * a.seq_q * D;
-  const T* d_o = a.d_o + head * a.seq_q * D;
-  const T* k = a.k + head * a.seq_k * D;
-  const T* v = a.v + head * a.seq_k * D;
-  const tc::KeyTiles kv = tc::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
-
-  // The rows' LSE·log2e and D (padded arrays: every row < seq_q_padded exists).
-  float l2[2], dd[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l2[r] = a.lse2[head * a.seq_q_padded + row0 + g + 8 * r];
-    dd[r] = a.delta[head * a.seq_q_padded + row0 + g + 8 * r];
-  }
-  // ldmatrix patterns as in the key-tile kernel: "A" (Q, dO rows; K .trans), "B" (K, V rows as columns).
-  const int chunk_a = (lane / 16) ^ (lane % 8), chunk_b = (lane / 8 % 2) ^ (lane % 8);
-  const int row_a = lane % 16, row_b = lane % 8 + 8 * (lane / 16);
-  const std::uint32_t q_as_a = q_tile + sizeof(T) * ((16 * warp + row_a) * 64 + chunk_a * 8);
-  const std::uint32_t do_as_a = do_tile + sizeof(T) * ((16 * warp + row_a) * 64 + chunk_a * 8);
-  const std::uint32_t kv_as_b = sizeof(T) * (row_b * 64 + chunk_b * 8);   // + the tile
-  const std::uint32_t k_as_bt = sizeof(T) * (row_a * 64 + chunk_a * 8);   // + the tile
-
-  float dq[DT][4] = {};
-  if (kv.count > 0) {
-    tc::load_tile_async<QTile, Br, D, C::kThreads>(q_tile, q, i0, a.seq_q);
-    tc::load_tile_async<QTile, Br, D, C::kThreads>(do_tile, d_o, i0, a.seq_q);
-    tc::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles, k, 0, a.seq_k);
-    tc::load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles, v, 0, a.seq_k);
-  }
-  ptx::cp_async_commit();
-  for (int j = 0; j < kv.count; ++j) {
-    const std::uint32_t buffer = (j & 1) * kKV, k_tile = k_tiles + buffer, v_tile = v_tiles + buffer;
-    ptx::cp_async_wait<0>();
-    __syncthreads();  // K_j, V_j (and Q, dO) landed; every warp done with tile j − 1's buffers
-    if (j + 1 < kv.count) {
-      tc::load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles + kKV - buffer, k, (j + 1) * Bc, a.seq_k);
-      tc::load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles + kKV - buffer, v, (j + 1) * Bc, a.seq_k);
-    }
-    ptx::cp_async_commit();
-
-    float s[NT][4] = {}, dp[NT][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      std::uint32_t qa[4], oa[4];
-      ptx::ldmatrix_x4(qa, swizzled_at<T>(q_as_a, kk, 0, Br));
-      ptx::ldmatrix_x4(oa, swizzled_at<T>(do_as_a, kk, 0, Br));
-#pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        std::uint32_t kb[4], vb[4];
-        ptx::ldmatrix_x4(kb, swizzled_at<T>(k_tile + kv_as_b, kk, np, Bc));
-        ptx::ldmatrix_x4(vb, swizzled_at<T>(v_tile + kv_as_b, kk, np, Bc));
-        ptx::mma_m16n8k16<T>(s[2 * np], qa, {kb[0], kb[1]});
-        ptx::mma_m16n8k16<T>(s[2 * np + 1], qa, {kb[2], kb[3]});
-        ptx::mma_m16n8k16<T>(dp[2 * np], oa, {vb[0], vb[1]});
-        ptx::mma_m16n8k16<T>(dp[2 * np + 1], oa, {vb[2], vb[3]});
-      }
-    }
-    // P and dS; this thread holds rows row0 + g (e < 2), row0 + g + 8 and keys 8n + 2t (+1).
-    const bool masked = j >= kv.mask_from;
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[n][e];
-        if (masked) {
-          const int key = j * Bc + 8 * n + 2 * t + (e & 1), query = row0 + g + (e >= 2 ? 8 : 0);
-          if (key >= a.seq_k || (a.causal && key > query + a.seq_k - a.seq_q)) x = -INFINITY;
-        }
-        const float p = ptx::ex2(fmaf(x, a.scale_log2, -l2[e / 2]));
-        s[n][e] = p * (dp[n][e] - dd[e / 2]);  // dS, in S's registers
-      }
-    // dQ_w += dS K_j: Bc/16 steps of k = 16 keys.
-#pragma unroll
-    for (int ks = 0; ks < Bc / 16; ++ks) {
-      const std::uint32_t sa[4] = {ptx::pack2<T>(s[2 * ks][0], s[2 * ks][1]), ptx::pack2<T>(s[2 * ks][2], s[2 * ks][3]),
-                                   ptx::pack2<T>(s[2 * ks + 1][0], s[2 * ks + 1][1]),
-                                   ptx::pack2<T>(s[2 * ks + 1][2], s[2 * ks + 1][3])};
-#pragma unroll
-      for (int d16 = 0; d16 < D / 16; ++d16) {
-        std::uint32_t kb[4];
-        ptx::ldmatrix_x4_trans(kb, swizzled_at<T>(k_tile + k_as_bt, d16, ks, Bc));
-        ptx::mma_m16n8k16<T>(dq[2 * d16], sa, {kb[0], kb[1]});
-        ptx::mma_m16n8k16<T>(dq[2 * d16 + 1], sa, {kb[2], kb[3]});
-      }
-    }
-  }
-  // dQ = τ·dS K, this warp's rows (≥ Nq not written; a row that sees no key writes zeros).
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int query = row0 + g + 8 * r;
-    if (query >= a.seq_q) continue;
-#pragma unroll
-    for (int n = 0; n < DT; ++n)
-      *reinterpret_cast<std::uint32_t*>(dq_out + (head * a.seq_q + query) * D + 8 * n + 2 * t) =
-          ptx::pack2<T>(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale);
-  }
-}
-
-// D_i = rowsum(dO ∘ O) and LSE_i·log2(e) per query row, one warp per row, padded to Br rows per
-// head: the padding and the rows that see no key get LSE·log2e = +inf (so that P = 0 there) and D = 0.
-template <class T>
-__global__ void preprocess_kernel(const T* o, const T* d_o, const float* lse, float* lse2, float* delta,
-                                  long long heads, int seq_q, int seq_q_padded, int D) {
-  const long long row = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= heads * seq_q_padded) return;
-  const long long head = row / seq_q_padded;
-  const int i = static_cast<int>(row % seq_q_padded);
-  float sum = 0.0f, l2 = INFINITY;
-  if (i < seq_q) {
-    const long long at = (head * seq_q + i) * D;
-    for (int d = lane; d < D; d += 32)
-      sum = fmaf(static_cast<float>(o[at + d]), static_cast<float>(d_o[at + d]), sum);
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    const float l = lse[head * seq_q + i];
-    if (l != -INFINITY) l2 = l * 1.4426950408889634f;
-  }
-  if (lane == 0) {
-    lse2[row] = l2;
-    delta[row] = sum;
-  }
-}
-
-// dQ = τ·(the float32 sum) in the inputs' type.
-template <class T>
-__global__ void convert_dq_kernel(const float* dq_accum, T* dq, long long n, float scale) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
-    dq[i] = static_cast<T>(dq_accum[i] * scale);
 }
 
 }  // namespace fa::step08

@@ -16,7 +16,9 @@
 #include <cstdint>
 
 #include "07_tensor_cores/tensor_cores.cuh"
+#include "08_tensor_core_backward/backward_dq_kernel.cuh"
 #include "08_tensor_core_backward/backward_tc_kernel.cuh"
+#include "08_tensor_core_backward/row_kernels.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/dtype.cuh"

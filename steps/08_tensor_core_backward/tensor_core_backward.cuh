@@ -37,7 +37,7 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // its own — the same checks, preprocessing and dQ conversion (atomic dQ), and `launch` (the one of
 // p.dtype) where the stage launches backward_tc_kernel.
 template <class T>
-struct BackwardArgs;  // backward_tc_kernel.cuh
+struct BackwardArgs;  // backward_tiles.cuh
 struct KeyTileLaunch {
   void (*bf16)(const Problem&, const BackwardArgs<__nv_bfloat16>&, DeviceContext&) = nullptr;
   void (*fp16)(const Problem&, const BackwardArgs<__half>&, DeviceContext&) = nullptr;

@@ -4,11 +4,15 @@
 #include "08_tensor_core_backward/ladder/ladder.cuh"
 
 #include <string>
+#include <type_traits>
 
-#include "08_tensor_core_backward/backward_tc_kernel.cuh"
+#include "08_tensor_core_backward/backward_tiles.cuh"
 #include "08_tensor_core_backward/ladder/v1_mma.cuh"
 #include "08_tensor_core_backward/ladder/v2_ldmatrix.cuh"
 #include "08_tensor_core_backward/ladder/v3_cp_async.cuh"
+#include "08_tensor_core_backward/ladder/v4_registers.cuh"
+#include "08_tensor_core_backward/ladder/v5_two_key_blocks.cuh"
+#include "08_tensor_core_backward/ladder/v6_named_barrier.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/shared_memory.cuh"
 
@@ -23,43 +27,67 @@ void require_rung_dim(const Problem& p, const char* name) {
                      "32, 64, 96, 128, 256), not D = " + std::to_string(p.dim));
 }
 
-// One launch of a rung's key-tile kernel: one block per (head, tile of 128 keys), 256 threads.
-template <class T, auto kKernel, int kSmemBytes>
+// One launch of a rung's key-tile kernel: one block per (head, tile of kBc keys), the grid's fast
+// axis the heads.
+template <class T, auto kKernel, int kThreads, int kBc, int kSmemBytes>
 void launch_kernel(const char* name, const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx) {
   opt_in_shared_memory_once<kKernel, kSmemBytes>();
-  const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + kRungBc - 1) / kRungBc));
+  const dim3 grid(static_cast<unsigned>(p.heads_total()), static_cast<unsigned>((p.seq_k + kBc - 1) / kBc));
   ctx.kernel_begin(name);
-  kKernel<<<grid, 32 * kRungWarps, kSmemBytes, ctx.stream>>>(args);
+  kKernel<<<grid, kThreads, kSmemBytes, ctx.stream>>>(args);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end(name);
 }
+template <class T, class C, auto kKernel>
+void launch_config(const char* name, const Problem& p, const BackwardArgs<T>& args, DeviceContext& ctx) {
+  launch_kernel<T, kKernel, C::kThreads, C::kBc, C::kSmemBytes>(name, p, args, ctx);
+}
 
-// v4: the stage's kernel with 8 warps of 16 keys and query tiles of 64, as v1 .. v3 have.
+// v4: 8 warps of 16 keys and query tiles of 64, as v1 .. v3 have.
 template <int D>
-using V4 = BackwardConfig<D, kRungWarps, 1>;
+using V4 = V4Config<D, kRungWarps, 1>;
 static_assert(V4<64>::kBc == kRungBc && V4<64>::kBr == kRungBr, "v4 has the lower rungs' tile");
+// v5 and v6: the stage's shapes (tensor_core_backward.cu). D = 64: 4 warps of 32 keys, query tiles
+// of 32, two blocks per SM. D = 128: 8 warps, a pair per 32 keys, query tiles of 64, dQ in blocks
+// of 32 queries, one block per SM.
+template <int D>
+using V5 = std::conditional_t<D == 64, V5Config<64, 4, 2, 2, 32>, V5Config<128, 8, 1, 2, 64, 2, 2>>;
+template <int D>
+using V6 = std::conditional_t<D == 64, V6Config<64, 4, 2, 2, 32>, V6Config<128, 8, 1, 2, 64, 2, 2>>;
 
 template <class T>
 void v1_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
-  if (p.dim == 64) launch_kernel<T, v1_mma_kernel<T, 64>, V1<64>::kSmemBytes>("v1_mma", p, a, ctx);
-  else launch_kernel<T, v1_mma_kernel<T, 128>, V1<128>::kSmemBytes>("v1_mma", p, a, ctx);
+  if (p.dim == 64) launch_kernel<T, v1_mma_kernel<T, 64>, 32 * kRungWarps, kRungBc, V1<64>::kSmemBytes>("v1_mma", p, a, ctx);
+  else launch_kernel<T, v1_mma_kernel<T, 128>, 32 * kRungWarps, kRungBc, V1<128>::kSmemBytes>("v1_mma", p, a, ctx);
 }
 template <class T>
 void v2_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
-  if (p.dim == 64) launch_kernel<T, v2_ldmatrix_kernel<T, 64>, V2<64>::kSmemBytes>("v2_ldmatrix", p, a, ctx);
-  else launch_kernel<T, v2_ldmatrix_kernel<T, 128>, V2<128>::kSmemBytes>("v2_ldmatrix", p, a, ctx);
+  if (p.dim == 64)
+    launch_kernel<T, v2_ldmatrix_kernel<T, 64>, 32 * kRungWarps, kRungBc, V2<64>::kSmemBytes>("v2_ldmatrix", p, a, ctx);
+  else
+    launch_kernel<T, v2_ldmatrix_kernel<T, 128>, 32 * kRungWarps, kRungBc, V2<128>::kSmemBytes>("v2_ldmatrix", p, a, ctx);
 }
 template <class T>
 void v3_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
-  if (p.dim == 64) launch_kernel<T, v3_cp_async_kernel<T, 64>, V3<64>::kSmemBytes>("v3_cp_async", p, a, ctx);
-  else launch_kernel<T, v3_cp_async_kernel<T, 128>, V3<128>::kSmemBytes>("v3_cp_async", p, a, ctx);
+  if (p.dim == 64)
+    launch_kernel<T, v3_cp_async_kernel<T, 64>, 32 * kRungWarps, kRungBc, V3<64>::kSmemBytes>("v3_cp_async", p, a, ctx);
+  else
+    launch_kernel<T, v3_cp_async_kernel<T, 128>, 32 * kRungWarps, kRungBc, V3<128>::kSmemBytes>("v3_cp_async", p, a, ctx);
 }
 template <class T>
 void v4_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
-  if (p.dim == 64)
-    launch_kernel<T, backward_tc_kernel<T, V4<64>>, V4<64>::kSmemBytes>("v4_registers", p, a, ctx);
-  else
-    launch_kernel<T, backward_tc_kernel<T, V4<128>>, V4<128>::kSmemBytes>("v4_registers", p, a, ctx);
+  if (p.dim == 64) launch_config<T, V4<64>, v4_registers_kernel<T, V4<64>>>("v4_registers", p, a, ctx);
+  else launch_config<T, V4<128>, v4_registers_kernel<T, V4<128>>>("v4_registers", p, a, ctx);
+}
+template <class T>
+void v5_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
+  if (p.dim == 64) launch_config<T, V5<64>, v5_two_key_blocks_kernel<T, V5<64>>>("v5_two_key_blocks", p, a, ctx);
+  else launch_config<T, V5<128>, v5_two_key_blocks_kernel<T, V5<128>>>("v5_two_key_blocks", p, a, ctx);
+}
+template <class T>
+void v6_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
+  if (p.dim == 64) launch_config<T, V6<64>, v6_named_barrier_kernel<T, V6<64>>>("v6_named_barrier", p, a, ctx);
+  else launch_config<T, V6<128>, v6_named_barrier_kernel<T, V6<128>>>("v6_named_barrier", p, a, ctx);
 }
 
 }  // namespace
@@ -83,6 +111,16 @@ void v4_registers(const Problem& p, const AttentionInputs& in, ConstTensorView o
                   ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
   require_rung_dim(p, "v4_registers");
   attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v4_launch<__nv_bfloat16>, &v4_launch<__half>});
+}
+void v5_two_key_blocks(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                       ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  require_rung_dim(p, "v5_two_key_blocks");
+  attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v5_launch<__nv_bfloat16>, &v5_launch<__half>});
+}
+void v6_named_barrier(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                      ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  require_rung_dim(p, "v6_named_barrier");
+  attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v6_launch<__nv_bfloat16>, &v6_launch<__half>});
 }
 void flash(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
            const AttentionGradients& grads, DeviceContext& ctx) {

@@ -8,12 +8,18 @@
 // keys); Pᵀ and dSᵀ on the accumulators (fragment_gradient.cuh). The rungs above change how the
 // operands arrive (v2: ldmatrix from swizzled tiles; v3: cp.async) and where Pᵀ and dSᵀ live (v4:
 // registers), not this arithmetic.
+//
+// Predicted (written before the first run): 30-60 TFLOP/s: 8-way bank conflicts on every gather, two 16-bit loads per
+//   register for four of the ten operands.
+// Measured (H100, bf16, the paper shapes at 4k, the whole backward, docs/results/step08_ladder_*.json):
+//   38.6 TFLOP/s at D = 64 (causal 37.6), 44.0 at D = 128 (causal 44.0): a little above stage 06
+//   in float32; the tensor cores wait on the gathers.
 #pragma once
 
-#include "fa/cuda/tc/tile_ops.cuh"
-#include "08_tensor_core_backward/backward_tc_kernel.cuh"
+#include "08_tensor_core_backward/backward_tiles.cuh"
 #include "08_tensor_core_backward/fragment_gradient.cuh"
 #include "fa/cuda/ptx/mma.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 
 namespace fa::step08::ladder {
 

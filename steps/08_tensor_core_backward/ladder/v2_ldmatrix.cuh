@@ -3,15 +3,22 @@
 //
 // What changed from v1 (diff ladder/v1_mma.cuh against this file): the tiles' layout and the
 // fragment loads. Each lane keeps one shared-memory address per operand pattern and steps through
-// k by an XOR (07_tensor_cores/tile_ops.cuh, swizzled_at); the operands that v1 gathered in 16-bit
+// k by an XOR (fa/cuda/tc/tile_ops.cuh, swizzled_at); the operands that v1 gathered in 16-bit
 // pairs down a column (dO and Q for dV and dK, dSᵀ and K for dQ) come transposed by ldmatrix.trans.
 // The copies, the arithmetic and the trips of Pᵀ and dSᵀ through shared memory are v1's.
+//
+// Predicted (written before the first run): 3-5x v1 (stage 07's v1 -> v2: 4.2-4.5x).
+// Measured (H100, bf16, the paper shapes at 4k, the whole backward, docs/results/step08_ladder_*.json):
+//   3.54x v1 at D = 64 (136.7 TFLOP/s; causal 3.48x), 3.91x at D = 128 (172.1; causal 3.75x).
 #pragma once
 
 #include "08_tensor_core_backward/ladder/v1_mma.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 
 namespace fa::step08::ladder {
+
+using tc::SwizzledTile;
+using tc::swizzled_at;  // the ldmatrix address of a step of a swizzled tile
 
 template <int D>
 struct V2 {

@@ -5,6 +5,13 @@
 // What changed from v2 (diff ladder/v2_ldmatrix.cuh against this file): two buffers of Q, dO and
 // the rows' numbers, the copies (cp.async, one commit and one wait per tile) and where the
 // __syncthreads go; the arithmetic and the addresses are v2's, plus the buffer's offset.
+//
+// Predicted (written before the first run): 1.05-1.2x v2: one copy per query tile, against K/V
+//   per tile in stage 07.
+// Measured (H100, bf16, the paper shapes at 4k, the whole backward, docs/results/step08_ladder_*.json):
+//   1.53x v2 at D = 64 (209.7 TFLOP/s; causal 1.49x), 1.38x at D = 128 (237.8; causal
+//   1.35x): with synchronous copies every warp of the block waited for each query tile's loads,
+//   and at one or two blocks per SM no other block hid that wait.
 #pragma once
 
 #include "08_tensor_core_backward/ladder/v2_ldmatrix.cuh"

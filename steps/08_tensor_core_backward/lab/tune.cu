@@ -9,7 +9,7 @@
 // A tuning aid: it verifies nothing (the tests and the stage executable do); the inputs are hashed
 // uniforms and the LSE a constant, which changes the values, not the work.
 //
-//   build/steps/08_tensor_core_backward/step08_tune [N ...]        (default N = 4096)
+//   build/steps/08_tensor_core_backward/step08_tune [N ...]        (default N = 4096; lab/run_on_gpu.sh runs it)
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
