@@ -18,7 +18,7 @@ Nq = 1, D = 128, bf16. Per cache length, in one run:
     processes and keeps the fastest process's median.
   * the stage: EXE --layers L --reps R --json FILE Nk, its rows merged unchanged:
     cluster_merge_alone, cluster_merge_stream, cluster_merge_overlapped, read_cache_stream,
-    read_cache_overlapped (steps/11_decoding/stream.cu says what each is; it checks the overlapped
+    read_cache_overlapped (steps/11_decoding/lab/stream.cu says what each is; it checks the overlapped
     steps' outputs bit for bit against the steps launched alone, and exits 1 otherwise).
 Each row gets "cache_gbps" (K and V read once over its median) and "of_copy" (over the copy bandwidth,
 dst.copy_(src) of 1 GiB counted as read + write), and the stage's rows "vs_best_sdpa": the fastest

@@ -21,14 +21,21 @@
 //      shared memory by the same rule as the splits, in base 2 (the cluster merge skips this step:
 //      there each warp is a part of its own).
 //
-//   The merge of the splits, the four rungs of inference.cuh's Merge:
-//     warp_per_row, block_per_row: a second kernel reads the partials from global memory
-//       (combine_kernel, merge_block_per_row_kernel below);
-//     last_block: no second kernel: each block counts itself done on its row tile's counter, and
+//   The merge of the splits is a ladder (ladder/, the four values of inference.cuh's Merge):
+//     v1_warp_per_row, v2_block_per_row: a second kernel reads the partials from global memory
+//       (a warp per row, then a block per row: merge_block_per_row_kernel below);
+//     v3_last_block: no second kernel: each block counts itself done on its row tile's counter, and
 //       the block that counts last merges the tile's rows over every split (merge_tile_splits);
-//     cluster (Hopper): no second kernel and no partials in global memory: the splits of a row
-//       tile are one thread-block cluster, and every warp sends its part of the result into the
-//       shared memory of the blocks that merge it (open_inbox, send_to_owners, merge_inbox).
+//     this file, the last rung, the cluster merge (Hopper): no second kernel and no partials in
+//       global memory: the splits of a row tile are one thread-block cluster, and every warp sends
+//       its part of the result into the shared memory of the blocks that merge it (open_inbox,
+//       send_to_owners, merge_inbox). It keeps v2's and v3's merges (the stage runs each merge from
+//       its own rung, and this kernel for the cluster merge and, below compute capability 9.0, with
+//       merge_block_per_row_kernel for Merge::fastest).
+//     Predicted before the cluster merge was run: faster than v3, the partials never leaving the
+//     chip; no figure was written down. Measured (one H100, B = 1, 32 query heads on 8 K/V heads,
+//     one query, D = 128, bf16, docs/results/compare_11_decode_h100.json, the same run as the lower
+//     rungs'): 18.2 / 28.8 / 50.4 / 178.5 µs at 8k / 16k / 32k / 128k keys, 2.8-7.6 µs off v3's.
 //   A paged cache (block_table): K and V rows come from pool pages named by a block table, as serving
 //   engines keep their caches; only the address of a key tile's first row changes (kv_row below).
 //
@@ -40,17 +47,15 @@
 // Causal: row r is query position i = r mod Nq, the last Nq positions of its cache: it sees keys
 // j <= i + Nk − Nq (the course's bottom-right mask).
 //
-// A step among steps (programmatic dependent launch, grid_dependency.cuh): launched
-// with DecodeOptions::overlap_previous, the kernel may start while the kernel before it in the
-// stream still runs. In a model that kernel wrote this step's Q and the newest Nq keys of the cache
-// (and any cache lengths or block table), never the older keys. So each warp copies its first
-// tiles before it waits for the previous grid when they hold only older keys of a plain cache, and
-// everything else after. It never calls allow_next_grid(): a block that exits counts as one that
-// allowed it, so the next step's blocks start as this step's blocks leave, on the SMs they leave.
-// Allowed at the start instead, the next step's clusters took whatever slots were free, two to a GPC
-// where this step's were one to a GPC, and shared that GPC's bandwidth: in a chain of 32 steps at
-// 32k keys, 58.4 µs a step against 48.9 (docs/11_decoding.md, "A step among steps"). Launched
-// without the attribute, the wait returns at once and the kernel is what it was.
+// A step among steps (programmatic dependent launch, grid_dependency.cuh): launched with
+// DecodeOptions::overlap_previous, the kernel may start while the kernel before it in the stream still
+// runs. In a model that kernel wrote this step's Q and the newest Nq keys of the cache (and any cache
+// lengths or block table), never the older keys. So each warp copies its first tiles before it waits
+// for the previous grid when they hold only older keys of a plain cache, and everything else after.
+// It never calls allow_next_grid(): a block that exits counts as one that allowed it, so the next
+// step's blocks start as this step's blocks leave, on the SMs they leave (allowed earlier, they crowd
+// this step's clusters: docs/11_decoding.md, "A step among steps"; the runs, docs/notes/11_decoding.md).
+// Launched without the attribute, the wait returns at once and the kernel is what it was.
 #pragma once
 
 #include <cuda/ptx>
@@ -59,83 +64,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "11_decoding/decode_args.cuh"
+#include <split_merge.hpp>  // the hole of exercise ex11 (holes/)
 #include "fa/cuda/tc/fragment_softmax.cuh"
 #include "fa/cuda/tc/tile_ops.cuh"
-#include "fa/cuda/ptx/grid_dependency.cuh"
-#include <split_merge.hpp>  // the hole of exercise ex11 (holes/)
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 
 namespace fa::step11 {
-using ptx::wait_for_previous_grid;  // programmatic dependent launch (fa/cuda/ptx/grid_dependency.cuh)
-using ptx::allow_next_grid;
-
-// One launch. Q, O: [B, Hq, Nq, D]; K, V: [B, Hkv, Nk, D]; LSE: [B, Hq, Nq] (T = __half or
-// __nv_bfloat16; float32 LSE and partials). rows = B·Hq·Nq = B·Hkv·group·Nq.
-template <class T>
-struct DecodeArgs {
-  const T* q;
-  const T* k;
-  const T* v;
-  T* o;              // splits == 1: the outputs ...
-  float* lse;
-  float* o_part;     // ... splits > 1 (but not cluster_merge): [splits][rows][D] and [splits][rows]
-  float* lse_part;
-  const int* cache_lens;  // [B]: the keys in each batch entry's cache (<= seq_k); nullptr: seq_k for all
-  const int* block_table;  // a paged cache: [B][pages_per_seq] pool pages, K and V the pools
-                           // [pages, Hkv, page_size, D]; nullptr: K and V are [B, Hkv, Nk, D]
-  int pages_per_seq, page_size;  // page_size a multiple of every Bc (64)
-  int seq_q, seq_k;       // Nq; Nk, the caches' capacity (the row stride of K and V)
-  int group, heads_kv;    // G = Hq / Hkv; Hkv
-  int splits, tiles_per_split;  // key chunks, and key tiles (Bc keys) per chunk
-  unsigned* tile_counters;      // splits > 1, Merge::last_block: [B·Hkv][row tiles], zero between launches;
-                                // nullptr: a second kernel merges
-  bool cluster_merge;           // splits > 1, Merge::cluster: launched in clusters of (1, splits, 1) blocks
-  long long rows;               // B·Hq·Nq
-  float scale;       // τ: LSE = m·τ + ln l
-  float scale_log2;  // τ·log2(e)
-  bool causal;
-  bool overlap_previous;        // DecodeOptions::overlap_previous: launched to overlap the previous grid
-};
-
-// One instantiation: head dim D, kWarps warps on the same 16 rows, Bc keys per warp tile, kStages
-// buffers of K and V per warp.
-template <int D_, int kWarps_, int kBc_, int kStages_>
-struct DecodeConfig {
-  static constexpr int D = D_, kWarps = kWarps_, kBc = kBc_, kStages = kStages_;
-  static constexpr int kThreads = 32 * kWarps, kRows = 16;
-  using QTile = tc::SwizzledTile<kRows, D>;
-  using KVTile = tc::SwizzledTile<kBc, D>;
-  static constexpr int kTileBytes = KVTile::kElements * 2;
-  static constexpr int kWarpBytes = kStages * 2 * kTileBytes;  // a warp's K, V buffers, stage after stage
-  // Q, then each warp's buffers. After the loop the buffers hold the warps' merge: Õ, m, l per row.
-  // Õ's rows are kMergeStride floats apart, D + 8: a warp stores its accumulators two floats at a
-  // time, lanes g = 0..7 on rows g, lanes t = 0..3 on columns 2t. With rows D apart the eight rows
-  // fell on the same banks, an eight-way conflict on every store; 8 floats more shift each row by 8
-  // banks, so that a store takes the two passes that 256 bytes need (0.4-0.5 µs of a decoding step
-  // on an H100, docs/11_decoding.md).
-  static constexpr int kMergeStride = D + 8;
-  static constexpr int kMergeBytes = kWarps * kRows * (kMergeStride + 2) * 4;
-  // Merge::cluster: each block's inbox, after Q and the warps' buffers (no copy ever lands there, so
-  // the other blocks of the cluster may write into it while this one still reads keys). Every warp
-  // of every split is a source; a row tile's (row, 8-column group) pairs are shared out round robin
-  // over the splits, and a block's inbox holds, per source, its pairs' 8 floats of O_w (at most
-  // ⌈pairs / splits⌉ of them, the bound below for any splits) and per source and row LSE_w, after
-  // the mbarrier that counts the bytes in. Only the cluster launch asks for these bytes
-  // (kClusterSmemBytes); the other merges launch with kSmemBytes.
-  static constexpr int kMaxClusterSplits = 16;
-  static constexpr int kPairs = kRows * (D / 8);
-  static constexpr int kInboxFloats = kWarps * (kPairs + kMaxClusterSplits - 1) * 8;
-  static constexpr int kInboxLseFloats = kWarps * kMaxClusterSplits * kRows;
-  static constexpr int kSmemBytes = QTile::kElements * 2 + kWarps * kWarpBytes;
-  static constexpr int kClusterSmemBytes = kSmemBytes + (kInboxFloats + kInboxLseFloats) * 4 + 8;
-  static_assert(kMergeBytes <= kWarps * kWarpBytes, "the warps' merge must fit in the warps' K/V buffers");
-  static_assert(kThreads == 128, "the inbox's merge gives each of 16 rows 8 threads");
-  static_assert(kWarps % 4 == 0, "the inbox's merge sums its W·splits sources four at a time");
-  static_assert(kWarps * D >= 128, "the last block's merge keeps 16 rows x 128 split weights in the warps' Õ");
-  static_assert(kBc * (D / 8) % 32 == 0, "a warp copies whole 16-byte chunks of a K/V tile, the same count per lane");
-};
 
 // The cluster merge's inbox holds what any cluster sends it, for every count of splits (2 to
 // kMaxClusterSplits) and of a tile's rows (1 to 16): W·splits sources, each ⌈pairs / splits⌉ slots
@@ -149,33 +86,6 @@ constexpr bool inbox_holds_every_cluster() {
       if (sources * (rows + 8 * slots) * 4 >= (1 << 20)) return false;
     }
   return true;
-}
-
-// Rows [row0, row0 + ROWS) of an [n, D] matrix into a shared tile by one warp alone (its 32 lanes,
-// 16 bytes per copy), rows >= n zero-filled. The copies land later: commit, wait, then __syncwarp.
-template <class Tile, int ROWS, int D, class T>
-__device__ __forceinline__ void warp_copy_tile(std::uint32_t tile, const T* src, int row0, int n, int lane) {
-  constexpr int kChunksPerRow = D / 8, kChunks = ROWS * kChunksPerRow;
-#pragma unroll
-  for (int copy = 0; copy < kChunks / 32; ++copy) {
-    const int i = lane + 32 * copy, r = i / kChunksPerRow, c = (i % kChunksPerRow) * 8;
-    const bool valid = row0 + r < n;
-    const T* from = src + static_cast<std::int64_t>(valid ? row0 + r : 0) * D + c;
-    ptx::cp_async16(tile + static_cast<std::uint32_t>(sizeof(T) * Tile::offset(r, c)), from, valid);
-  }
-}
-
-// The query positions of a tile's rows r0 .. r0 + n − 1 (position = r mod Nq): the smallest and
-// the largest, for the keys every row sees and the keys any row sees.
-__device__ __forceinline__ void position_range(int r0, int n, int seq_q, int& lo, int& hi) {
-  const int first = r0 % seq_q, last = (r0 + n - 1) % seq_q;
-  if (n >= seq_q || first > last) {  // the rows wrap around a head's Nq positions
-    lo = 0;
-    hi = seq_q - 1;
-  } else {
-    lo = first;
-    hi = last;
-  }
 }
 
 // One output element of merge_block_per_row_kernel: Σ_s weight[s] · part[s · stride] over the splits (split s's O_s
@@ -680,30 +590,9 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
     merge_tile_splits<T, C>(a, merge_o, row_base, rows_here, a.tile_counters + blockIdx.x * gridDim.z + blockIdx.z);
 }
 
-// The merge of the splits: one warp per query row, (O_s, LSE_s) of every split into O and LSE by
-// split_merge.hpp's rule. Reads splits · rows · (D + 1) floats: a few percent of the cache's bytes
-// at the shapes decoding runs (docs/11_decoding.md).
-template <class T>
-__global__ void __launch_bounds__(128) combine_kernel(const float* o_part, const float* lse_part, T* o, float* lse,
-                                                      long long rows, int splits, int dim) {
-  const long long row = static_cast<long long>(blockIdx.x) * 4 + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const float lse_row = merged_lse(lse_part + row, splits, rows);
-  for (int d = lane; d < dim; d += 32) {
-    float acc = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const long long part = s * rows + row;
-      acc += part_weight(lse_part[part], lse_row) * o_part[part * dim + d];
-    }
-    o[row * dim + d] = static_cast<T>(acc);
-  }
-  if (lane == 0) lse[row] = lse_row;
-}
-
 // The same merge with a block of 128 threads per query row (Merge::block_per_row; 7.5-8 µs faster
-// at every cache length on an H100, docs/results/compare_11_decode_merge_h100.txt). combine_kernel
-// above gives each row one warp whose lanes each walk all the splits one after the other, twice for
+// at every cache length on an H100, docs/results/compare_11_decode_merge_h100.txt). Rung 1's
+// combine_kernel gives each row one warp whose lanes each walk all the splits one after the other, twice for
 // the LSE and once per column: at batch 1 that is 8 blocks and a chain of dependent steps (12 µs at
 // every cache length, chapter 11). Here thread s reads split s's LSE, the block reduces the max and
 // the sum at once, keeps each split's weight in shared memory (split_merge.hpp's part_weight), and

@@ -1,6 +1,7 @@
-// Stage 11 — the host side: the problem's checks, how many splits, the launches (the split kernel,
-// then the merge kernel unless the split kernel merges itself: Merge::last_block, Merge::cluster),
-// the paged copy of a cache, and stage 07 on the same problem with its K/V heads repeated.
+// Stage 11 — the host side: the problem's checks, how many splits, the launches (the split kernel of
+// the merge's rung, then the merge kernel unless the split kernel merges itself: Merge::last_block,
+// Merge::cluster), the paged copy of a cache, and stage 07 on the same problem with its K/V heads
+// repeated. The plain read of the cache, the floor it is measured against, is lab/read_cache.cu.
 //
 // What changed from stage 07 (steps/07_tensor_cores/tensor_cores.cu): the grid is no longer (heads,
 // query tiles) but (batch × K/V heads, key chunks, 16-row tiles), and the number of key chunks is
@@ -24,6 +25,10 @@
 
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "11_decoding/decode_kernel.cuh"
+#include "11_decoding/ladder/v1_warp_per_row.cuh"
+#include "11_decoding/ladder/v2_block_per_row.cuh"
+#include "11_decoding/ladder/v3_last_block.cuh"
+#include "11_decoding/launch_attributes.cuh"
 #include "fa/cuda/ptx/grid_dependency.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
@@ -33,9 +38,6 @@
 #include "fa/cuda/stage_arch.cuh"
 
 namespace fa::step11 {
-using ptx::wait_for_previous_grid;  // programmatic dependent launch (fa/cuda/ptx/grid_dependency.cuh)
-using ptx::allow_next_grid;
-
 namespace {
 
 // The tile shape per head dim (DecodeConfig<D, warps, Bc keys per warp tile, stages>): 4 warps,
@@ -61,51 +63,7 @@ static_assert(StageConfig<128>::kMaxClusterSplits == kMaxClusterSplits,
               "the kernel's table of split LSEs holds as many splits as a cluster may have");
 static_assert(kMaxSplits <= 128, "merge_block_per_row_kernel keeps one weight per split in 128 floats");
 
-// A plain read of the cache, what a decoding step is measured against (variant read_cache): K and V
-// read once, the bytes the roofline counts, and nothing computed. 16-byte loads, kInFlight of them
-// issued before any is used, in one wave of as many blocks as fit (read_cache_only); the loads
-// stream past L1 (__ldcs). The sum is stored only if it equals a constant it never does: without a
-// use, the compiler would drop the loads. O is written as zeros and LSE as −inf, so that the
-// outputs are defined (a few KiB at decode shapes).
-template <class T>
-__global__ void __launch_bounds__(512) read_cache_kernel(const int4* k, const int4* v, long long chunks, T* o,
-                                                         long long o_elements, float* lse, long long rows) {
-  constexpr int kInFlight = 8;
-  allow_next_grid();  // in a stream of steps (read_cache with overlap_previous): reads first, ...
-  const long long first = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  int sum = 0;
-  for (long long i = first; i < 2 * chunks; i += kInFlight * stride) {  // K's chunks, then V's
-    int4 w[kInFlight];
-#pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
-      const long long c = i + j * stride;
-      w[j] = c < chunks ? __ldcs(k + c) : c < 2 * chunks ? __ldcs(v + (c - chunks)) : int4{0, 0, 0, 0};
-    }
-#pragma unroll
-    for (int j = 0; j < kInFlight; ++j) sum ^= w[j].x ^ w[j].y ^ w[j].z ^ w[j].w;
-  }
-  wait_for_previous_grid();  // ... writes after the previous grid (a no-op without the attribute)
-  if (sum == 0x5eed1e55) lse[0] = static_cast<float>(sum);  // never (and overwritten below if it were)
-  for (long long i = first; i < o_elements; i += stride) o[i] = static_cast<T>(0.0f);
-  for (long long i = first; i < rows; i += stride) lse[i] = -INFINITY;
-}
-
 std::int64_t row_tiles(const Problem& p) { return (p.heads / p.kv_heads() * p.seq_q + 15) / 16; }
-
-// A launch's programmatic-stream-serialization attribute: the kernel may start before the one ahead
-// of it in the stream has finished (grid_dependency.cuh says what it may do until then).
-cudaLaunchAttribute overlapping_previous() {
-  cudaLaunchAttribute overlap{};
-  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap.val.programmaticStreamSerializationAllowed = 1;
-  return overlap;
-}
-
-void require_overlap_support(const char* who) {
-  if (current_compute_capability() < 90)
-    throw UsageError(std::string(who) + ": overlap_previous (programmatic dependent launch) needs compute capability 9.0");
-}
 
 // A launch's cluster attribute: a row tile's splits, (1, splits, 1) blocks.
 cudaLaunchAttribute cluster_of(int splits) {
@@ -171,21 +129,6 @@ void require_clusters(int splits) {
                      " blocks of the decode kernel (its SMs' grouping); the cluster merge needs fewer splits");
 }
 
-// Blocks of kernel the GPU runs at once (SMs × blocks per SM), measured by the occupancy API on the
-// current device, once per process (the course's multi-GPU stage runs on GPUs of one kind).
-// opt_in: the most shared memory any launch of kernel asks for (opting in with less would lower
-// the kernel's limit for them).
-template <auto kernel, int threads, int smem, int opt_in = smem>
-std::int64_t resident_blocks() {
-  static const std::int64_t slots = [] {
-    opt_in_shared_memory_once<kernel, opt_in>();
-    int per_sm = 0;
-    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-    return static_cast<std::int64_t>(std::max(per_sm, 1)) * current_sm_count();
-  }();
-  return slots;
-}
-
 Merge resolved(Merge merge) { return merge == Merge::fastest ? fastest_merge() : merge; }
 
 template <class T, int D>
@@ -226,7 +169,6 @@ template <class T, int D>
 void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
             const DecodeOptions& options) {
   using C = StageConfig<D>;
-  constexpr auto kernel = flash_decode_kernel<T, C>;
   if (options.splits < 0 || options.splits > kMaxSplits)
     throw UsageError("stage 11 decode: splits must be in 1.." + std::to_string(kMaxSplits) + " (0: chosen)");
   const Merge merge = resolved(options.merge);
@@ -273,7 +215,6 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   a.causal = p.causal;
   a.overlap_previous = options.overlap_previous;
 
-  opt_in_shared_memory_once<kernel, C::kClusterSmemBytes>();
   const dim3 grid(static_cast<unsigned>(p.batch * p.kv_heads()), static_cast<unsigned>(plan.splits),
                   static_cast<unsigned>(row_tiles(p)));
   // The launch's attributes: with the cluster merge the same grid, its blocks grouped (1, splits, 1)
@@ -289,18 +230,37 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
   config.stream = ctx.stream;
   config.attrs = attributes.data();
   config.numAttrs = count;
+  // Each merge runs the kernels of the rung that brought it (ladder/); the cluster merge, and
+  // Merge::fastest on any GPU, the stage's kernel (decode_kernel.cuh), which keeps the lower rungs'
+  // merges: below compute capability 9.0 its block merge is the default.
+  const bool stage_kernel = options.merge == Merge::fastest || merge == Merge::cluster;
+  auto launch_split = [&]<auto kernel, int opt_in>() {
+    opt_in_shared_memory_once<kernel, opt_in>();
+    FA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+  };
   ctx.kernel_begin("split");
-  FA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a));
+  if (stage_kernel)
+    launch_split.template operator()<flash_decode_kernel<T, C>, C::kClusterSmemBytes>();
+  else if (merge == Merge::warp_per_row)
+    launch_split.template operator()<v1_warp_per_row::flash_decode_kernel<T, C>, C::kSmemBytes>();
+  else if (merge == Merge::block_per_row)
+    launch_split.template operator()<v2_block_per_row::flash_decode_kernel<T, C>, C::kSmemBytes>();
+  else
+    launch_split.template operator()<v3_last_block::flash_decode_kernel<T, C>, C::kSmemBytes>();
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("split");
   if (plan.splits > 1 && !last_block_merges && !cluster_merges) {
     ctx.kernel_begin("combine");
-    if (merge == Merge::block_per_row)
-      merge_block_per_row_kernel<T><<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(
-          a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, static_cast<int>(p.dim));
+    const int dim = static_cast<int>(p.dim);
+    if (merge == Merge::warp_per_row)
+      v1_warp_per_row::combine_kernel<T><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, ctx.stream>>>(
+          a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, dim);
+    else if (stage_kernel)
+      merge_block_per_row_kernel<T><<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(a.o_part, a.lse_part, a.o, a.lse,
+                                                                                          rows, plan.splits, dim);
     else
-      combine_kernel<T><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, ctx.stream>>>(
-          a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, static_cast<int>(p.dim));
+      v2_block_per_row::merge_block_per_row_kernel<T><<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(
+          a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, dim);
     FA_CUDA_CHECK_LAUNCH();
     ctx.kernel_end("combine");
   }
@@ -420,38 +380,6 @@ void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const A
   with_repeated_heads(p, in, out, ctx, step07::attention_forward, "stage 11");
 }
 
-void read_cache_only(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
-  read_cache(p, in, out, ctx, /*overlap_previous=*/false);
-}
-
-void read_cache(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
-                bool overlap_previous) {
-  p.require(kSupports);
-  if (overlap_previous) require_overlap_support("stage 11 read_cache");
-  const long long chunks = p.batch * p.kv_heads() * p.seq_k * p.dim * static_cast<long long>(size_of(p.dtype)) / 16;  // of K, of V
-  const long long rows = p.batch * p.heads * p.seq_q;
-  if (!aligned16(in.k.data) || !aligned16(in.v.data))
-    throw UsageError("stage 11 read_cache: K and V must be 16-byte aligned (the kernel reads 16-byte chunks)");
-  // As many blocks as the GPU holds at once, and no more (resident_blocks): at 43 registers a
-  // thread, 2 blocks of 512 threads an SM, each thread with 8 loads (128 bytes) in flight, 128 KiB
-  // an SM. A larger grid (a first version had 4 blocks an SM) runs its extra blocks as a second wave
-  // after the first: two round trips to memory where one does.
-  auto launch = [&]<class T>() {
-    cudaLaunchAttribute overlap = overlapping_previous();
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(resident_blocks<read_cache_kernel<T>, 512, 0>()));
-    config.blockDim = dim3(512);
-    config.stream = ctx.stream;
-    config.attrs = &overlap;
-    config.numAttrs = overlap_previous ? 1 : 0;
-    FA_CUDA_CHECK(cudaLaunchKernelEx(&config, read_cache_kernel<T>, static_cast<const int4*>(in.k.data),
-                                     static_cast<const int4*>(in.v.data), chunks, out.o.as<T>(), rows * p.dim,
-                                     out.lse.as<float>(), rows));
-  };
-  if (p.dtype == DType::float16) launch.template operator()<__half>();
-  else launch.template operator()<__nv_bfloat16>();
-  FA_CUDA_CHECK_LAUNCH();
-}
 
 std::string device_refusal(const Problem& p) {
   if (!cuda_skip_reason(kStageMinComputeCapability).empty()) return "";  // the harness skips

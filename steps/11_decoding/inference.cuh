@@ -19,6 +19,8 @@ namespace fa::step11 {
 inline const Supports kSupports{
     .dtypes = {DType::bfloat16, DType::float16}, .dims = {32, 64, 96, 128, 256}, .grouped_heads = true};
 // How the splits' partial results become O and LSE (one split: no merge at all).
+// The four are the rungs of the stage's merge ladder (ladder/v1_warp_per_row.cuh, v2_block_per_row.cuh,
+// v3_last_block.cuh, then the stage's kernel, decode_kernel.cuh); each runs its rung's kernels.
 enum class Merge {
   warp_per_row,   // a second kernel, a warp per query row (combine_kernel): the first version
   block_per_row,  // a second kernel, a block per row (merge_block_per_row_kernel): measured faster
@@ -81,16 +83,7 @@ void attention_forward_split_kv(const Problem& p, const AttentionInputs& in, con
 void attention_forward_one_split(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                  DeviceContext& ctx);
 
-// Not attention: what reading the cache alone costs on this GPU, measured. K and V ([B, Hkv, Nk, D],
-// all of it) read once by a plain streaming kernel (one wave of as many blocks as fit, eight 16-byte
-// loads in flight per thread), nothing computed; O written as zeros, LSE as −inf. The stage times it
-// beside the split kernels (variant read_cache, not verified): the floor that a decoding step,
-// which reads the same bytes and does more, is measured against.
-void read_cache_only(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
-// The same, and with overlap_previous in a stream of steps: the kernel may start before the one
-// ahead of it ends, reading the cache at once and writing O and LSE after it (step11_stream).
-void read_cache(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
-                bool overlap_previous);
+// Not attention: the plain read of the cache, the floor (variant read_cache): lab/read_cache.cuh.
 
 // The previous stage on the same problem: K and V repeated to Hq heads (scratch, counted), then
 // stage 07's forward, which knows no grouped heads. Its time includes the repeat.

@@ -18,6 +18,7 @@
 
 #include "fa/cuda/ptx/grid_dependency.cuh"
 #include "11_decoding/inference.cuh"
+#include "11_decoding/lab/read_cache.cuh"
 #include "fa/compare.hpp"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"

@@ -1,8 +1,8 @@
-// step11_stream — decoding steps as a model runs them: one after another in a stream, not one at a
+// step11_stream (lab/) — decoding steps as a model runs them: one after another in a stream, not one at a
 // time. The stage's executable times a step alone (L2 flushed, events around one launch), where the
 // launch, the memory's first round trip and the last block's tail are a fixed cost of 4-7 µs beside
 // 11 µs of bytes at 8k keys (docs/11_decoding.md, "The floor in two numbers"). A model decodes one
-// token through many layers, each with its own cache: here L layers of the issue's shape (B = 1,
+// token through many layers, each with its own cache: here L layers of the chapter's decoding shape (B = 1,
 // Hq = 32, Hkv = 8, Nq = 1, D = 128, bf16), their steps launched back to back, the time of a round of
 // L steps over L (the L2 flushed before each round; L caches of 32 MiB or more do not fit it).
 // 32 layers by default: a model with this head layout (Llama 3 8B, for one) has 32. Short chains
@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "11_decoding/inference.cuh"
+#include "11_decoding/lab/read_cache.cuh"
 #include "fa/cli.hpp"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
