@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         // Q's buffer empty: the consumers are past the last tile's S (the first tile passes at once).
         barrier_wait(queue.q_empty, static_cast<std::uint32_t>((q_round & 1) ^ 1));
         produce_q(sh, maps, i0, head);
-        produce_kv(sh, maps, head / a.group, kv.count, it);
+        produce_kv(sh, maps, head, kv.count, it);
         it += kv.count, ++q_round;
       }
       w = static_cast<int>(gridDim.x) + atomicAdd(ts.counter, 1);
@@ -151,7 +151,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     int head;
     const int i0 = item(w, head);
     const tc::KeyTiles kv = tc::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
-    consume_tile<T, C, kOverlap, true>(sh, a, i0, head, kv, it, q_round, queue.q_empty);
+    consume_tile<T, C, kOverlap, true>(sh, a, i0, static_cast<std::int64_t>(head) * a.seq_q, kv, it, q_round,
+                                       queue.q_empty);
     if (kv.count > 0) it += kv.count, ++q_round;
   }
 }

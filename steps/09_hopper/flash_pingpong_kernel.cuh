@@ -23,9 +23,10 @@
 // Limit, measured: in the SASS of kOverlap ptxas moves the wait for P·V above the exponentials,
 // so the overlap happens less than the source says (overlap measured 1.01-1.02× pingpong).
 //
-// Stage 11 runs this kernel on its prefill shapes too: grouped-query heads (query head bh reads
-// K/V head bh / group, in every rung) and packed variable-length batches (this kernel only: the grid's
-// z is the sequence, and a block runs its sequence as a problem of its own; KernelArgs in tile_ops.cuh).
+// Two policies say which K/V head a query head reads (Heads) and which rows a block's sequence
+// holds (Rows; fa/cuda/policies/). This stage launches the dense ones, which compile to nothing;
+// stage 12 passes grouped heads and packed batches of variable lengths (the grid's z the sequence,
+// a block running its sequence as a problem of its own), with no change to the loop.
 //
 //   consumer 0:  [PV₋ S₀]  softmax₀ ·········· [PV₀ S₁]  softmax₁ ·········· [PV₁ S₂] ...
 //   consumer 1:  ········· [PV₋ S₀]  softmax₀  ·········· [PV₀ S₁]  softmax₁ ·········· ...
@@ -41,6 +42,8 @@
 #include "09_hopper/flash_ws_kernel.cuh"  // WsConfig, WsShared, produce_tiles, issue_*, pack_probabilities
 #include "fa/cuda/hopper/warp_roles.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
+#include "fa/cuda/policies/heads.cuh"
+#include "fa/cuda/policies/rows.cuh"
 
 namespace fa::step09 {
 using namespace hopper;  // TMA, wgmma and warp-role wrappers (common/cuda/include/fa/cuda/hopper/)
@@ -49,12 +52,12 @@ using namespace hopper;  // TMA, wgmma and warp-role wrappers (common/cuda/inclu
 inline constexpr int kTurnBarrier = 1;
 
 // A consumer warpgroup's work on one query tile: rows [64·c, 64·c + 64) of the block's Br, from
-// Q's arrival to O written. `it0`: the K/V tiles the block consumed before this tile, `q_round`:
+// Q's arrival to O written at row `out_row` of O and LSE (the head's first row). `it0`: the K/V tiles the block consumed before this tile, `q_round`:
 // the query tiles before it (both 0 here; the persistent rung, flash_persistent_kernel.cuh, runs
 // several tiles a block, its stages and phases running on). kReleaseQ: arrive on `q_empty` once
 // every S of the tile is done, so that the producer may bring the next tile's Q.
 template <class T, class C, bool kOverlap, bool kReleaseQ = false>
-__device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const KernelArgs<T>& a, int i0, int head,
+__device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const KernelArgs<T>& a, int i0, std::int64_t out_row,
                                              const tc::KeyTiles& kv, int it0 = 0, int q_round = 0,
                                              std::uint64_t* q_empty = nullptr) {
   static_assert(C::kConsumers >= 2, "ping-pong: the consumer warpgroups take turns");
@@ -141,28 +144,26 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
     values_done(last);
   }
 
-  const std::int64_t first = tc::first_output_row(a, head);
-  tc::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
+  tc::write_output(a, o, m, l, a.o + out_row * D, a.lse + out_row, i0 + warp_row0);
 }
 
-template <class T, class C, bool kOverlap>
+template <class T, class C, bool kOverlap, class Heads = policies::SameHeads, class Rows = policies::DenseRows>
 __global__ void __launch_bounds__(C::kThreads, 1)
-    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> launch) {
+    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> launch, const Heads heads,
+                          const Rows rows) {
   extern __shared__ unsigned char smem_raw[];
   const WsShared<T, C> sh(smem_raw);
 
-  // A packed batch (stage 11): the block's sequence (grid z) is a problem of its own, L_s rows
-  // starting at row cu_seqlens[s] of every head; the grid covers the longest, so a block past its
-  // sequence's last query tile has nothing to do (the whole block returns, before any barrier).
+  // The block's sequence (Rows): dense, the launch's lengths from row 0; packed, the sequence of
+  // grid z, a problem of its own, whose blocks past its last query tile have nothing to do (the
+  // whole block returns, before any barrier).
+  const policies::SequenceRows seq = rows.sequence(launch.seq_q, launch.seq_k);
   KernelArgs<T> a = launch;
-  if (launch.cu_seqlens != nullptr) {
-    a.row0 = launch.cu_seqlens[blockIdx.z];
-    a.seq_q = a.seq_k = launch.cu_seqlens[blockIdx.z + 1] - a.row0;
-    a.head_rows = launch.seq_q;
-  }
+  a.seq_q = seq.seq_q;
+  a.seq_k = seq.seq_k;
   const BlockWork work = block_work(a.heavy_first);
   const int i0 = work.tile * C::kBr;
-  if (i0 >= a.seq_q && launch.cu_seqlens != nullptr) return;
+  if (Rows::past_end(i0, seq)) return;
   const tc::KeyTiles kv = tc::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
 
   if (threadIdx.x == 0) sh.init_barriers();
@@ -171,11 +172,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x / 128 == 0) {  // the producer: unchanged
     release_registers<C::kProducerRegisters>();
     if (threadIdx.x == 0 && kv.count > 0)
-      produce_tiles(sh, maps, i0, work.head, work.head / a.group, kv.count, a.row0);
+      produce_tiles(sh, maps, i0, work.head, heads.kv_head(work.head), kv.count, seq.first);
     return;
   }
   take_registers<C::kConsumerRegisters>();
-  consume_tile<T, C, kOverlap>(sh, a, i0, work.head, kv);
+  consume_tile<T, C, kOverlap>(sh, a, i0, static_cast<std::int64_t>(work.head) * seq.head_rows + seq.first, kv);
 }
 
 }  // namespace fa::step09

@@ -91,15 +91,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const BlockWork work = block_work(a.heavy_first);
   const int tile = work.tile;
   const int i0 = tile * Br;
-  const int head = work.head, kv_head = head / a.group;  // grouped heads: stage 11
+  const int head = work.head;
   const tc::KeyTiles kv = tc::key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
   // One thread asks for K_j and V_j into stage j mod S.
   auto load_kv = [&](int j) {
     const int s = j % S;
     barrier_expect_bytes(&kv_full[s], 2 * tile_bytes<T, Bc, D>());
-    load_tile_tma<T, Bc, D>(k_tile(s), &maps.k, j * Bc, kv_head, &kv_full[s]);
-    load_tile_tma<T, Bc, D>(v_tile(s), &maps.v, j * Bc, kv_head, &kv_full[s]);
+    load_tile_tma<T, Bc, D>(k_tile(s), &maps.k, j * Bc, head, &kv_full[s]);
+    load_tile_tma<T, Bc, D>(v_tile(s), &maps.v, j * Bc, head, &kv_full[s]);
   };
   if (threadIdx.x == 0) {
     barrier_init(q_full, 1);
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x == 0 && j + S < kv.count) load_kv(j + S);  // ... so it can take tile j + S
   }
 
-  const std::int64_t first = tc::first_output_row(a, head);
+  const std::int64_t first = static_cast<std::int64_t>(head) * a.seq_q;  // the head's first row of O and LSE
   tc::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
 }
 

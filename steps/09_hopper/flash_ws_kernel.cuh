@@ -92,7 +92,8 @@ struct WsShared {
 };
 
 // The producer's one thread: Q once, then K_j and V_j into stage j mod S as soon as it is empty.
-// The persistent rung (flash_persistent_kernel.cuh) calls the two parts once per query tile, with
+// `row0`: the first row of the block's sequence in every head's rows (0 here; a packed batch's
+// sequences start further down, fa/cuda/policies/rows.cuh). The persistent rung (flash_persistent_kernel.cuh) calls the two parts once per query tile, with
 // `it0` the K/V tiles the block loaded before: the stages and the mbarriers' phases run on.
 template <class T, class C>
 __device__ __forceinline__ void produce_q(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head,
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   if (warpgroup == 0) {  // the producer
     release_registers<C::kProducerRegisters>();
-    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, head, head / a.group, kv.count);
+    if (threadIdx.x == 0 && kv.count > 0) produce_tiles(sh, maps, i0, head, head, kv.count);
     return;
   }
 
@@ -216,7 +217,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x % 128 == 0) barrier_arrive(&sh.kv_empty[s]);
   }
 
-  const std::int64_t first = tc::first_output_row(a, head);
+  const std::int64_t first = static_cast<std::int64_t>(head) * a.seq_q;  // the head's first row of O and LSE
   tc::write_output(a, o, m, l, a.o + first * D, a.lse + first, i0 + warp_row0);
 }
 

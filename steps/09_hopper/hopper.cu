@@ -6,7 +6,8 @@
 // share a head's K/V in L2 (block_work in flash_wgmma_kernel.cuh); four rungs, each its own
 // kernel and tile shape (tma_wgmma, warp_specialized, pingpong, overlap: chapter 09's ladder),
 // and a fifth, persistent, launched as one block per SM with a counter that hands out the tiles.
-// Limits: D = 64, 128 and 256 (256 correct, not tuned), Hkv = Hq, B·H ≤ 65535.
+// Limits: D = 64, 128 and 256 (256 correct, not tuned), Hkv = Hq, B·H ≤ 65535. The overlap rung also
+// takes a later stage's policies (grouped heads, packed rows: attention_forward_overlap_with).
 //
 // Build and run (verifies against float64 and stage 07 on the same inputs):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step09_hopper
@@ -18,7 +19,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <vector>
+#include <type_traits>
 
 #include "fa/cuda/tc/launch.cuh"
 #include "07_tensor_cores/tensor_cores.cuh"
@@ -79,35 +80,30 @@ int* next_tile_counter(cudaStream_t stream) {
 
 // One launch of a rung's kernel for the tile shape C (Br query rows, Bc keys, kThreads threads).
 // kPersistent: min(work items, SMs) blocks that take the work items (query tiles × heads) from a
-// counter; otherwise one block per item.
-template <class T, class C, auto kernel, bool kPersistent = false>
+// counter; otherwise one block per item. `policies`: the ping-pong kernel's heads and rows policies
+// (fa/cuda/policies/), passed to it after the arguments; none for the other kernels.
+template <class T, class C, auto kernel, bool kPersistent = false, class... Policies>
 void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
-                 DeviceContext& ctx) {
+                 DeviceContext& ctx, Policies... policies) {
   constexpr int D = C::D;
   constexpr int kSmem = C::kSmemBytes + (kPersistent ? TileQueue::kBytes : 0);
   tc::check_launch(p, in, out, std::string("stage 09 ") + name, C::kBr, kSmem);
   opt_in_shared_memory_once<kernel, kSmem>();
-  // Packed ([1, H, Σ L_s, D], fa/packed.hpp): the maps cover every head's rows, each block finds its
-  // sequence's rows through cu_seqlens (grid z), and the grid's x covers the longest sequence.
-  const bool packed = p.packed();
+  // Packed ([1, H, Σ L_s, D], fa/packed.hpp; the rows policy PackedRows): the maps cover every
+  // head's rows, each block finds its sequence's rows through cu_seqlens (grid z), and the grid's x
+  // covers the longest sequence.
+  constexpr bool packed = (std::is_same_v<Policies, policies::PackedRows> || ...);
+  if (packed != p.packed()) throw UsageError(std::string("stage 09 ") + name + ": a packed batch needs the packed rows");
   const std::int64_t rows = packed ? p.total_tokens() : p.seq_q;
   const std::int64_t heads = packed ? p.heads : p.heads_total(), kv_heads = (packed ? 1 : p.batch) * p.kv_heads();
   const TileMaps maps{make_tile_map<T>(in.q.as<T>(), heads, rows, D, C::kBr),
                       make_tile_map<T>(in.k.as<T>(), kv_heads, packed ? rows : p.seq_k, D, C::kBc),
                       make_tile_map<T>(in.v.as<T>(), kv_heads, packed ? rows : p.seq_k, D, C::kBc)};
   const float scale = p.softmax_scale();
-  tc::KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
-                          static_cast<int>(rows), static_cast<int>(packed ? rows : p.seq_k), scale,
-                          scale * static_cast<float>(M_LOG2E), p.causal, p.causal,
-                          static_cast<int>(p.heads / p.kv_heads())};
-  if (packed) {  // forward() lets only the ping-pong kernel (pingpong, overlap) take them
-    if (rows > INT_MAX / 2) throw UsageError(std::string("stage 09 ") + name + ": Σ L_s is too large for 32-bit indices");
-    const std::vector<std::int64_t> cu = p.cu_seqlens();
-    const std::vector<int> cu32(cu.begin(), cu.end());
-    int* device_cu = ctx.scratch_as<int>("cu_seqlens", cu32.size());
-    FA_CUDA_CHECK(cudaMemcpyAsync(device_cu, cu32.data(), cu32.size() * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
-    a.cu_seqlens = device_cu;
-  }
+  if (rows > INT_MAX / 2) throw UsageError(std::string("stage 09 ") + name + ": Σ L_s is too large for 32-bit indices");
+  const tc::KernelArgs<T> a{in.q.as<T>(), in.k.as<T>(), in.v.as<T>(), out.o.as<T>(), out.lse.as<float>(),
+                            static_cast<int>(rows), static_cast<int>(packed ? rows : p.seq_k), scale,
+                            scale * static_cast<float>(M_LOG2E), p.causal, p.causal};
   const auto tiles = static_cast<unsigned>((p.seq_q + C::kBr - 1) / C::kBr);
   ctx.kernel_begin(name);
   if constexpr (kPersistent) {
@@ -126,7 +122,7 @@ void launch_rung(const char* name, const Problem& p, const AttentionInputs& in, 
   } else {
     // A head's tiles together (block_work); packed, the sequences along z.
     const dim3 grid(tiles, static_cast<unsigned>(heads), static_cast<unsigned>(packed ? p.batch : 1));
-    kernel<<<grid, C::kThreads, kSmem, ctx.stream>>>(maps, a);
+    kernel<<<grid, C::kThreads, kSmem, ctx.stream>>>(maps, a, policies...);
   }
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end(name);
@@ -145,31 +141,51 @@ void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOu
       return launch_rung<T, WsStageConfig<D>, flash_ws_kernel<T, WsStageConfig<D>>>("warp_specialized", p, in, out,
                                                                                     ctx);
     case Rung::pingpong:
-      return launch_rung<T, PP, flash_pingpong_kernel<T, PP, false>>("pingpong", p, in, out, ctx);
+      return launch_rung<T, PP, flash_pingpong_kernel<T, PP, false>>("pingpong", p, in, out, ctx,
+                                                                      policies::SameHeads{}, policies::DenseRows{});
     case Rung::overlap:
-      return launch_rung<T, PP, flash_pingpong_kernel<T, PP, true>>("overlap", p, in, out, ctx);
+      return launch_rung<T, PP, flash_pingpong_kernel<T, PP, true>>("overlap", p, in, out, ctx, policies::SameHeads{},
+                                                                     policies::DenseRows{});
     case Rung::persistent:
       return launch_rung<T, PP, flash_persistent_kernel<T, PP, true>, true>("persistent", p, in, out, ctx);
   }
 }
 
-void forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
-             Rung rung) {
-  p.require(kKernelSupports);
-  if (p.packed() && rung != Rung::pingpong && rung != Rung::overlap)
-    throw UsageError("stage 09: packed batches run on the pingpong and overlap rungs only");
+// f.template operator()<T, D>() for p's dtype and head dim.
+template <class F>
+void for_dtype_and_dim(const Problem& p, F&& f) {
   if (p.heads_total() > 65535) throw UsageError("stage 09: B·H is at most 65535 (the TMA's head coordinate, the grid)");
   const bool half = p.dtype == DType::float16;
-  if (p.dim == 64) {
-    if (half) launch_stage<__half, 64>(p, in, out, ctx, rung);
-    else launch_stage<__nv_bfloat16, 64>(p, in, out, ctx, rung);
-  } else if (p.dim == 128) {
-    if (half) launch_stage<__half, 128>(p, in, out, ctx, rung);
-    else launch_stage<__nv_bfloat16, 128>(p, in, out, ctx, rung);
-  } else {
-    if (half) launch_stage<__half, 256>(p, in, out, ctx, rung);
-    else launch_stage<__nv_bfloat16, 256>(p, in, out, ctx, rung);
-  }
+  auto at = [&]<int D>() { half ? f.template operator()<__half, D>() : f.template operator()<__nv_bfloat16, D>(); };
+  if (p.dim == 64) at.template operator()<64>();
+  else if (p.dim == 128) at.template operator()<128>();
+  else at.template operator()<256>();
+}
+
+void forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+             Rung rung) {
+  p.require(kSupports);
+  for_dtype_and_dim(p, [&]<class T, int D>() { launch_stage<T, D>(p, in, out, ctx, rung); });
+}
+
+// The overlap rung with a later stage's policies: what it may pass (grouped heads, packed batches).
+const Supports kPolicySupports{.dtypes = {DType::bfloat16, DType::float16},
+                               .dims = {64, 128, 256},
+                               .grouped_heads = true,
+                               .variable_lengths = true};
+
+template <class Rows>
+void overlap_with(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx,
+                  policies::GroupedHeads heads, Rows rows) {
+  p.require(kPolicySupports);
+  if (heads.group != p.heads / p.kv_heads())
+    throw UsageError("stage 09: the grouped-heads policy's group must be Hq / Hkv = " +
+                     std::to_string(p.heads / p.kv_heads()) + ", not " + std::to_string(heads.group));
+  for_dtype_and_dim(p, [&]<class T, int D>() {
+    using PP = PingPongStageConfig<D>;
+    launch_rung<T, PP, flash_pingpong_kernel<T, PP, true, policies::GroupedHeads, Rows>>("overlap", p, in, out, ctx,
+                                                                                         heads, rows);
+  });
 }
 
 }  // namespace
@@ -214,6 +230,17 @@ void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, con
 void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx) {
   forward(p, in, out, ctx, Rung::overlap);
+}
+
+void attention_forward_overlap_with(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                    DeviceContext& ctx, policies::GroupedHeads heads, policies::DenseRows rows) {
+  overlap_with(p, in, out, ctx, heads, rows);
+}
+
+void attention_forward_overlap_with(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                    DeviceContext& ctx, policies::GroupedHeads heads, policies::PackedRows rows) {
+  if (rows.cu_seqlens == nullptr) throw UsageError("stage 09: the packed-rows policy needs cu_seqlens");
+  overlap_with(p, in, out, ctx, heads, rows);
 }
 
 void attention_forward_persistent(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "fa/cuda/device.cuh"
+#include "fa/cuda/policies/heads.cuh"
+#include "fa/cuda/policies/rows.cuh"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/problem.hpp"
 #include "fa/tensor.hpp"
@@ -17,14 +19,6 @@ namespace fa::step09 {
 // fp16 or bf16 inputs and output (float32 accumulators, float32 LSE), D = 64 and 128 (tuned) and
 // 256 (correct; tiles not tuned).
 inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128, 256}};
-// The kernels also take grouped-query heads (Hkv < Hq; the K/V tensor maps over B·Hkv heads, query
-// head bh reading K/V head bh / (Hq/Hkv)), and the pingpong and overlap rungs packed
-// variable-length batches (fa/packed.hpp; grid z the sequence): stage 11's prefill runs them so.
-// The stage's own executable keeps kSupports, since stage 07, its comparison, has neither.
-inline const Supports kKernelSupports{.dtypes = {DType::bfloat16, DType::float16},
-                                      .dims = {64, 128, 256},
-                                      .grouped_heads = true,
-                                      .variable_lengths = true};
 
 // The stage's forward (fa::DeviceForward): device views of contiguous [B,H,N,D] tensors of
 // p.dtype, 16-byte aligned; O and LSE written, nothing allocated. Causal: the bottom-right mask,
@@ -42,6 +36,14 @@ void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, con
                                 DeviceContext& ctx);
 void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx);
+// The overlap rung with the policies a later stage passes in (fa/cuda/policies/): grouped-query
+// heads (Hkv < Hq: the K/V tensor maps over B·Hkv heads, query head bh reading K/V head
+// heads.kv_head(bh)), and, for a packed batch (p.packed(), fa/packed.hpp), its rows: rows.cu_seqlens
+// a device array of p.cu_seqlens() as int, the grid's z the sequence. Stage 12's prefill runs it.
+void attention_forward_overlap_with(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                    DeviceContext& ctx, policies::GroupedHeads heads, policies::DenseRows rows);
+void attention_forward_overlap_with(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                                    DeviceContext& ctx, policies::GroupedHeads heads, policies::PackedRows rows);
 // persistent: overlap's work with one block per SM, each taking query tiles from a counter in
 // turn, the next tile's copies under this one's end (flash_persistent_kernel.cuh); causal, the
 // query tiles end at the last row and the heaviest tiles of a group of heads go first. Uses 4 bytes
@@ -59,7 +61,7 @@ inline std::string hopper_skip_reason() {
 }
 
 // Whether the stage's kernels run on `device` (compute capability 9.0), or on the current device;
-// asked once per device: the later stages that pick stage 09 where it runs (10's prefill, 11's
+// asked once per device: the later stages that pick stage 09 where it runs (12's prefill, 13's
 // blocks) ask before every launch, and reading a device's properties takes far longer than a launch.
 bool runs_on(int device);
 bool runs_here();

@@ -12,8 +12,15 @@
 //   build/steps/12_variable_lengths/step12_variable_lengths        (--help for the flags)
 #include "12_variable_lengths/12_variable_lengths.cuh"
 
+#include <climits>
+#include <cstdint>
+#include <vector>
+
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "09_hopper/hopper.cuh"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/policies/heads.cuh"
+#include "fa/cuda/policies/rows.cuh"
 #include "fa/cuda/repeat_heads.cuh"
 
 namespace fa::step12 {
@@ -25,12 +32,32 @@ void stage07_repeated_heads(const Problem& p, const AttentionInputs& in, const A
   with_repeated_heads(p, in, out, ctx, step07::attention_forward, "stage 12");
 }
 
+namespace {
+
+// A packed batch's offsets on the device, as the packed-rows policy reads them: B + 1 ints in ctx's
+// scratch (counted on its meter), copied on ctx's stream before the kernel that reads them.
+const int* device_cu_seqlens(const Problem& p, DeviceContext& ctx) {
+  if (p.total_tokens() > INT_MAX / 2) throw UsageError("stage 12: Σ L_s is too large for 32-bit indices");
+  const std::vector<std::int64_t> cu = p.cu_seqlens();
+  const std::vector<int> cu32(cu.begin(), cu.end());
+  int* device_cu = ctx.scratch_as<int>("cu_seqlens", cu32.size());
+  FA_CUDA_CHECK(cudaMemcpyAsync(device_cu, cu32.data(), cu32.size() * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
+  return device_cu;
+}
+
+}  // namespace
+
 void attention_forward_prefill(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                DeviceContext& ctx) {
   p.require(kSupports);
-  // Stage 09 takes grouped heads and packed batches as they are; stage 07 needs K/V repeated.
-  if (runs_on_hopper()) step09::attention_forward_overlap(p, in, out, ctx);
-  else stage07_repeated_heads(p, in, out, ctx);
+  if (!runs_on_hopper()) return stage07_repeated_heads(p, in, out, ctx);  // stage 07 needs K/V repeated
+  // Stage 09's overlap rung with this stage's policies: each query head reads K/V head bh / G, and
+  // a packed batch's blocks find their sequence's rows through cu_seqlens.
+  const policies::GroupedHeads heads{static_cast<int>(p.heads / p.kv_heads())};
+  if (p.packed())
+    step09::attention_forward_overlap_with(p, in, out, ctx, heads, policies::PackedRows{device_cu_seqlens(p, ctx)});
+  else
+    step09::attention_forward_overlap_with(p, in, out, ctx, heads, policies::DenseRows{});
 }
 
 void attention_forward_prefill_repeated(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,

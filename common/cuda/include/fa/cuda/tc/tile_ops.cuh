@@ -31,25 +31,9 @@ struct KernelArgs {
   float scale_log2;  // τ·log2(e): P = 2^(s·τlog2e − m·τlog2e)
   bool causal;       // bottom-right: key j visible to query i iff j ≤ i + Nk − Nq
   bool heavy_first;  // causal: start the Q tiles with the most keys first
-  // Grouped-query heads (stage 11): query heads per K/V head. Query head bh = b·Hq + h reads K/V
-  // head bh / group (= b·Hkv + h / group, as Hq = Hkv·group). Stage 09's kernels read it; stage
-  // 07's kernels run group 1 only.
-  int group = 1;
-  // A packed variable-length batch (stage 11, fa/packed.hpp): B sequences one after the other in
-  // every head's rows, sequence s at rows cu_seqlens[s] .. cu_seqlens[s + 1] (a device array of
-  // B + 1), seq_q = seq_k = the rows per head (Σ L_s), the grid's z the sequence. Stage 09's
-  // ping-pong kernel reads it; nullptr everywhere else.
-  const int* cu_seqlens = nullptr;
-  // Where a head's output rows start: row i of head h at (h · head_rows + row0 + i). 0 and 0 in a
-  // launch's arguments (head_rows = seq_q); a packed block sets them for its sequence.
-  int head_rows = 0, row0 = 0;
 };
-
-// The first output row of `head` (O at that row times D, LSE at that row).
-template <class T>
-__device__ __forceinline__ std::int64_t first_output_row(const KernelArgs<T>& a, int head) {
-  return static_cast<std::int64_t>(head) * (a.head_rows > 0 ? a.head_rows : a.seq_q) + a.row0;
-}
+// Grouped heads and packed batches of variable lengths are not the tile operations' business: a
+// later stage passes them to a kernel that takes them as policies (fa/cuda/policies/).
 
 // A ROWS × D tile, row-major, as the plain rungs keep it: element (r, c) at r·D + c. ldmatrix (or
 // the 32-bit loads of v1) reading 8 rows at one column then hit the same banks when a row is a
