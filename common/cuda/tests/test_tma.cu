@@ -1,23 +1,22 @@
-// Stage 09's TMA helpers (tma.cuh): a tile brought by the tensor memory accelerator lands in stage
-// 07's SwizzledTile layout (the 128-byte swizzle that wgmma reads), rows past the tensor's end as
-// zeros, completing on an mbarrier whose phase flips from one tile to the next. Every element of the
-// shared tile is checked against where SwizzledTile puts it: D = 64 and 128, tiles of 64 and 128
-// rows, a head's first, middle and tail tile, fp16 and bf16 (the same bytes). The output is
-// poisoned first. Needs compute capability 9.0 exactly (exit 77 elsewhere).
+// The TMA helpers (fa/cuda/hopper/tma.cuh, taught in stage 09): a tile brought by the tensor
+// memory accelerator lands in stage 07's SwizzledTile layout (the 128-byte swizzle that wgmma
+// reads), rows past the tensor's end as zeros, completing on an mbarrier whose phase flips from one
+// tile to the next. Every element of the shared tile is checked against where SwizzledTile puts it:
+// D = 64 and 128, tiles of 64 and 128 rows, a head's first, middle and tail tile, fp16 and bf16 (the
+// same bytes). The output is poisoned first. Needs compute capability 9.0 exactly (exit 77 elsewhere).
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <vector>
 
 #include "fa/cuda/tc/tile_ops.cuh"
-#include "09_hopper/hopper.cuh"
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device_buffer.cuh"
+#include "sm90a_only.cuh"
 
 namespace {
 
-namespace s9 = fa::step09;
 namespace hp = fa::hopper;  // the wrappers under test (common/cuda/include/fa/cuda/hopper/)
 
 // Two tiles in turn into the same shared tile (phases 0 and 1 of one mbarrier), each copied out raw.
@@ -83,7 +82,7 @@ void check_tiles(int seq, int head, int row_a, int row_b) {
 }  // namespace
 
 TEST_CASE("TMA tiles land in the 128-byte swizzle, zeros past the end, two phases of one mbarrier") {
-  fa::step09::exit_skipped_unless_hopper();
+  fa::testing::exit_skipped_unless_sm90a();
   check_tiles<__nv_bfloat16, 64, 64>(300, 1, 0, 256);    // a head's first tile, then its tail (44 rows)
   check_tiles<__nv_bfloat16, 64, 128>(77, 2, 64, 0);     // the tail first (13 rows), then the first
   check_tiles<__half, 128, 128>(1000, 0, 128, 896);      // a middle tile, then the tail (104 rows)
