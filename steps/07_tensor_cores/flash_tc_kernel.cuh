@@ -40,7 +40,7 @@
 
 #include <cstdint>
 
-#include "fa/cuda/tc/fragment_softmax.cuh"
+#include <fa/cuda/tc/fragment_softmax.cuh>  // the hole of exercise ex07
 #include "fa/cuda/tc/tile_ops.cuh"
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"

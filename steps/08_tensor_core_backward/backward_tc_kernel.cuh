@@ -62,7 +62,7 @@
 #include <cstdint>
 
 #include "08_tensor_core_backward/backward_tiles.cuh"
-#include "08_tensor_core_backward/fragment_gradient.cuh"
+#include <fragment_gradient.cuh>  // holes/: the hole of exercise ex08
 #include "fa/cuda/ptx/barrier.cuh"
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"

@@ -17,7 +17,7 @@
 #pragma once
 
 #include "08_tensor_core_backward/backward_tiles.cuh"
-#include "08_tensor_core_backward/fragment_gradient.cuh"
+#include <fragment_gradient.cuh>  // holes/: the hole of exercise ex08
 #include "fa/cuda/ptx/mma.cuh"
 #include "fa/cuda/tc/tile_ops.cuh"
 

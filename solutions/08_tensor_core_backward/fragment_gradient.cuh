@@ -20,7 +20,9 @@
 //   dS = P ∘ (dP − D)
 // both in place, so that Pᵀ and dSᵀ stay in the registers that become the A operands of dV and dK.
 //
-// Exercise 08 (exercises/08_tensor_core_backward/) is this function with its two regions as holes.
+// The hole of exercise ex08 (exercises/08_tensor_core_backward/fragment_gradient.cuh: this file with
+// the two regions of probabilities_and_score_gradient as TODOs); the stage includes it as
+// <fragment_gradient.cuh>, from holes/.
 #pragma once
 
 #include <cuda_fp16.h>
