@@ -3,9 +3,9 @@
 // What changed from stage 07 (steps/07_tensor_cores/tensor_cores.cu): three tensor maps (Q, K, V)
 // built on the host for every launch and passed by value to the kernel; the build is for sm_90a;
 // the grid is (query tiles, heads), not (heads, query tiles), so that the blocks resident together
-// share a head's K/V in L2 (block_work in flash_wgmma_kernel.cuh); four rungs, each its own
-// kernel and tile shape (tma_wgmma, warp_specialized, pingpong, overlap: chapter 09's ladder),
-// and a fifth, persistent, launched as one block per SM with a counter that hands out the tiles.
+// share a head's K/V in L2 (block_work in ladder/v1_tma_wgmma.cuh); the ladder's five rungs, each
+// its own kernel in ladder/ (v1_tma_wgmma, v2_warp_specialized, v3_pingpong, v4_overlap: a grid of
+// blocks; v5_persistent: one block per SM with a counter that hands out the tiles).
 // Limits: D = 64, 128 and 256 (256 correct, not tuned), Hkv = Hq, B·H ≤ 65535. The overlap rung also
 // takes a later stage's policies (grouped heads, packed rows: attention_forward_overlap_with).
 //
@@ -23,10 +23,11 @@
 
 #include "fa/cuda/tc/launch.cuh"
 #include "07_tensor_cores/tensor_cores.cuh"
-#include "09_hopper/flash_persistent_kernel.cuh"
-#include "09_hopper/flash_pingpong_kernel.cuh"
-#include "09_hopper/flash_wgmma_kernel.cuh"
-#include "09_hopper/flash_ws_kernel.cuh"
+#include "09_hopper/ladder/v1_tma_wgmma.cuh"
+#include "09_hopper/ladder/v2_warp_specialized.cuh"
+#include "09_hopper/ladder/v3_pingpong.cuh"
+#include "09_hopper/ladder/v4_overlap.cuh"
+#include "09_hopper/ladder/v5_persistent.cuh"
 
 namespace fa::step09 {
 
@@ -141,13 +142,13 @@ void launch_stage(const Problem& p, const AttentionInputs& in, const AttentionOu
       return launch_rung<T, WsStageConfig<D>, flash_ws_kernel<T, WsStageConfig<D>>>("warp_specialized", p, in, out,
                                                                                     ctx);
     case Rung::pingpong:
-      return launch_rung<T, PP, flash_pingpong_kernel<T, PP, false>>("pingpong", p, in, out, ctx,
-                                                                      policies::SameHeads{}, policies::DenseRows{});
+      return launch_rung<T, PP, flash_pingpong_kernel<T, PP>>("pingpong", p, in, out, ctx, policies::SameHeads{},
+                                                               policies::DenseRows{});
     case Rung::overlap:
-      return launch_rung<T, PP, flash_pingpong_kernel<T, PP, true>>("overlap", p, in, out, ctx, policies::SameHeads{},
-                                                                     policies::DenseRows{});
+      return launch_rung<T, PP, flash_overlap_kernel<T, PP>>("overlap", p, in, out, ctx, policies::SameHeads{},
+                                                              policies::DenseRows{});
     case Rung::persistent:
-      return launch_rung<T, PP, flash_persistent_kernel<T, PP, true>, true>("persistent", p, in, out, ctx);
+      return launch_rung<T, PP, flash_persistent_kernel<T, PP>, true>("persistent", p, in, out, ctx);
   }
 }
 
@@ -183,8 +184,8 @@ void overlap_with(const Problem& p, const AttentionInputs& in, const AttentionOu
                      std::to_string(p.heads / p.kv_heads()) + ", not " + std::to_string(heads.group));
   for_dtype_and_dim(p, [&]<class T, int D>() {
     using PP = PingPongStageConfig<D>;
-    launch_rung<T, PP, flash_pingpong_kernel<T, PP, true, policies::GroupedHeads, Rows>>("overlap", p, in, out, ctx,
-                                                                                         heads, rows);
+    launch_rung<T, PP, flash_overlap_kernel<T, PP, policies::GroupedHeads, Rows>>("overlap", p, in, out, ctx, heads,
+                                                                                  rows);
   });
 }
 

@@ -27,11 +27,11 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
 
 // The other rungs, the same contract.
 // warp_specialized: a producer warpgroup for the copies, two consumer warpgroups for the math,
-// mbarriers between them (flash_ws_kernel.cuh).
+// mbarriers between them (ladder/v2_warp_specialized.cuh).
 void attention_forward_warp_specialized(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                         DeviceContext& ctx);
 // pingpong: the consumers take turns on the tensor cores (named barriers); overlap: and each one's
-// softmax of tile j runs under its own P·V of tile j − 1 (flash_pingpong_kernel.cuh).
+// softmax of tile j runs under its own P·V of tile j − 1 (ladder/v3_pingpong.cuh, v4_overlap.cuh).
 void attention_forward_pingpong(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                 DeviceContext& ctx);
 void attention_forward_overlap(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
@@ -45,7 +45,7 @@ void attention_forward_overlap_with(const Problem& p, const AttentionInputs& in,
 void attention_forward_overlap_with(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                                     DeviceContext& ctx, policies::GroupedHeads heads, policies::PackedRows rows);
 // persistent: overlap's work with one block per SM, each taking query tiles from a counter in
-// turn, the next tile's copies under this one's end (flash_persistent_kernel.cuh); causal, the
+// turn, the next tile's copies under this one's end (ladder/v5_persistent.cuh); causal, the
 // query tiles end at the last row and the heaviest tiles of a group of heads go first. Uses 4 bytes
 // of static device memory (the counter), not allocated per call.
 void attention_forward_persistent(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,

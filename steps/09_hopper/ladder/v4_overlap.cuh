@@ -1,10 +1,13 @@
-// Stage 09's third and fourth rungs — FlashAttention-3's two schedules on top of warp
-// specialization: the consumer warpgroups take turns on the tensor cores (ping-pong), and,
-// with kOverlap, a warpgroup's softmax of tile j runs while its own product with V_{j-1} is still
-// in flight (intra-warpgroup overlap).
+// v4_overlap.cuh — rung 4 of stage 09's ladder: FlashAttention-3's second schedule, within a
+// warpgroup: its softmax of tile j runs while its own product with V_{j-1} is still in flight
+// (intra-warpgroup overlap), on top of the ping-pong between warpgroups.
 //
-// What changed from the second rung (flash_ws_kernel.cuh; the producer, the shared memory and the
-// mbarriers are the same code):
+// What changed from v3_pingpong.cuh (diff the two files; everything else is the same code):
+//   - S_j is committed before P_{j-1}·V_{j-1}, so `wgmma_wait<1>` returns when S_j is done and the
+//     softmax starts while P·V still runs; O is rescaled and P_j packed only after `wgmma_wait<0>`
+//     (P·V writes O and reads the P registers until then).
+//
+// What v3 added over v2_warp_specialized.cuh, kept here:
 //   - the order of the products: a warpgroup's turn j issues S_j = Q·K_jᵀ and
 //     O += P_{j-1}·V_{j-1} together, then does the softmax of S_j. There are count + 1 turns: the
 //     first has no P·V, the last no S (both peeled out of the loop).
@@ -13,24 +16,23 @@
 //     the next one's barrier after. While one warpgroup's wgmma run, the other does its
 //     exponentials: the tensor cores and the multi-function units (exp2) work at the same time,
 //     where in the second rung both warpgroups tended to reach the softmax together.
-//   - kOverlap: S_j is committed before P_{j-1}·V_{j-1}, so `wgmma_wait<1>` returns when S_j is
-//     done and the softmax starts while P·V still runs; O is rescaled and P_j packed only after
-//     `wgmma_wait<0>` (P·V writes O and reads the P registers until then).
 //   - three K/V stages (a stage is released a turn later); at D = 64 three consumer warpgroups,
 //     whose turns go round (0, 1, 2, 0, ..: barrier c waits, c + 1 is told), so that two of them
 //     can be in their softmax while the third is on the tensor cores (hopper.cu).
 //
-// Limit, measured: in the SASS of kOverlap ptxas moves the wait for P·V above the exponentials,
-// so the overlap happens less than the source says (overlap measured 1.01-1.02× pingpong).
+// Predicted before its first run: none written. Measured (one run of the first four rungs at the
+// paper shapes, chapter 09): 1.01-1.02× pingpong. Limit, measured: in the SASS ptxas moves the wait
+// for P·V above the exponentials, so the overlap happens less than the source says. This is the
+// stage's fastest kernel for a grid launch, the one later stages run (fastest_forward).
 //
 // Two policies say which K/V head a query head reads (Heads) and which rows a block's sequence
 // holds (Rows; fa/cuda/policies/). This stage launches the dense ones, which compile to nothing;
 // stage 12 passes grouped heads and packed batches of variable lengths (the grid's z the sequence,
-// a block running its sequence as a problem of its own), with no change to the loop.
+// a block running its sequence as a problem of its own) to this kernel, with no change to the loop.
 //
 //   consumer 0:  [PV₋ S₀]  softmax₀ ·········· [PV₀ S₁]  softmax₁ ·········· [PV₁ S₂] ...
 //   consumer 1:  ········· [PV₋ S₀]  softmax₀  ·········· [PV₀ S₁]  softmax₁ ·········· ...
-//                └ turn ┘ (tensor cores)          kOverlap: softmax_j starts when S_j is done
+//                └ turn ┘ (tensor cores)          softmax_j starts when S_j is done
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,7 +41,7 @@
 
 #include "fa/cuda/tc/fragment_softmax.cuh"
 #include "fa/cuda/tc/tile_ops.cuh"
-#include "09_hopper/flash_ws_kernel.cuh"  // WsConfig, WsShared, produce_tiles, issue_*, pack_probabilities
+#include "09_hopper/ladder/v3_pingpong.cuh"  // kTurnBarrier, and through v2: WsShared, produce_tiles, issue_*
 #include "fa/cuda/hopper/warp_roles.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
 #include "fa/cuda/policies/heads.cuh"
@@ -48,18 +50,15 @@
 namespace fa::step09 {
 using namespace hopper;  // TMA, wgmma and warp-role wrappers (common/cuda/include/fa/cuda/hopper/)
 
-// Named barriers 1 .. K for K consumers (0 is __syncthreads): consumer c's turn is kTurnBarrier + c.
-inline constexpr int kTurnBarrier = 1;
-
 // A consumer warpgroup's work on one query tile: rows [64·c, 64·c + 64) of the block's Br, from
 // Q's arrival to O written at row `out_row` of O and LSE (the head's first row). `it0`: the K/V tiles the block consumed before this tile, `q_round`:
-// the query tiles before it (both 0 here; the persistent rung, flash_persistent_kernel.cuh, runs
-// several tiles a block, its stages and phases running on). kReleaseQ: arrive on `q_empty` once
+// the query tiles before it (both 0 here; the persistent rung, v5_persistent.cuh, runs several
+// tiles a block, its stages and phases running on). kReleaseQ: arrive on `q_empty` once
 // every S of the tile is done, so that the producer may bring the next tile's Q.
-template <class T, class C, bool kOverlap, bool kReleaseQ = false>
-__device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const KernelArgs<T>& a, int i0, std::int64_t out_row,
-                                             const tc::KeyTiles& kv, int it0 = 0, int q_round = 0,
-                                             std::uint64_t* q_empty = nullptr) {
+template <class T, class C, bool kReleaseQ = false>
+__device__ __forceinline__ void consume_tile_overlap(const WsShared<T, C>& sh, const KernelArgs<T>& a, int i0,
+                                                     std::int64_t out_row, const tc::KeyTiles& kv, int it0 = 0,
+                                                     int q_round = 0, std::uint64_t* q_empty = nullptr) {
   static_assert(C::kConsumers >= 2, "ping-pong: the consumer warpgroups take turns");
   constexpr int D = C::D, Bc = C::kBc, S = C::kStages, NT = Bc / 8, DT = D / 8;
   constexpr int K = C::kConsumers, kLast = K - 1;
@@ -123,8 +122,7 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
       issue_values<T, C>(o[0], pa, sh.v_addr(s_prev));
       wgmma_commit();
       named_barrier_arrive(their_turn, kPair);
-      if constexpr (kOverlap) wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
-      else wgmma_wait<0>();
+      wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
       softmax(j);
       values_done(it - 1);
       tc::rescale(o[0], alpha);
@@ -147,9 +145,9 @@ __device__ __forceinline__ void consume_tile(const WsShared<T, C>& sh, const Ker
   tc::write_output(a, o, m, l, a.o + out_row * D, a.lse + out_row, i0 + warp_row0);
 }
 
-template <class T, class C, bool kOverlap, class Heads = policies::SameHeads, class Rows = policies::DenseRows>
+template <class T, class C, class Heads = policies::SameHeads, class Rows = policies::DenseRows>
 __global__ void __launch_bounds__(C::kThreads, 1)
-    flash_pingpong_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> launch, const Heads heads,
+    flash_overlap_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> launch, const Heads heads,
                           const Rows rows) {
   extern __shared__ unsigned char smem_raw[];
   const WsShared<T, C> sh(smem_raw);
@@ -176,7 +174,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     return;
   }
   take_registers<C::kConsumerRegisters>();
-  consume_tile<T, C, kOverlap>(sh, a, i0, static_cast<std::int64_t>(work.head) * seq.head_rows + seq.first, kv);
+  consume_tile_overlap<T, C>(sh, a, i0, static_cast<std::int64_t>(work.head) * seq.head_rows + seq.first, kv);
 }
 
 }  // namespace fa::step09

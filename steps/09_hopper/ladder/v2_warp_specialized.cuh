@@ -1,7 +1,8 @@
-// Stage 09's second rung — warp specialization: the block's first warpgroup only moves data, the
-// others only compute, and they meet on mbarriers instead of __syncthreads.
+// v2_warp_specialized.cuh — rung 2 of stage 09's ladder, warp specialization: the block's first
+// warpgroup only moves data, the others only compute, and they meet on mbarriers instead of
+// __syncthreads.
 //
-// What changed from the first rung (flash_wgmma_kernel.cuh; diff the two files):
+// What changed from v1_tma_wgmma.cuh (diff the two files):
 //   - roles: warpgroup 0 is the producer. One of its threads issues every TMA copy (Q once, then
 //     K_j and V_j into stage j mod S as soon as that stage is empty); the rest of it exits. The
 //     consumers (warpgroups 1 .. kConsumers) run the loop of the first rung.
@@ -18,8 +19,12 @@
 //                         O += P·V_j; arrive kv_empty[s]
 //
 // The kernel's parts are functions (WsShared, produce_tiles, issue_scores, issue_values,
-// pack_probabilities) because the next rungs (flash_pingpong_kernel.cuh, flash_persistent_kernel.cuh)
-// reuse them unchanged.
+// pack_probabilities) because the next rungs reuse them unchanged.
+//
+// Predicted before its first run: 1.00-1.10× tma_wgmma at N ≥ 4k (the copies were already
+// asynchronous, so what it removes is the block barrier per tile and the copy-issuing thread's
+// detour; the softmax still waits for S and the products for the softmax). Measured (chapter 09,
+// the paper shapes): 1.06-1.08×, inside the prediction.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -28,7 +33,7 @@
 
 #include "fa/cuda/tc/fragment_softmax.cuh"
 #include "fa/cuda/tc/tile_ops.cuh"
-#include "09_hopper/flash_wgmma_kernel.cuh"  // TileMaps, KernelArgs
+#include "09_hopper/ladder/v1_tma_wgmma.cuh"  // TileMaps, KernelArgs
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/hopper/warp_roles.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
@@ -93,8 +98,9 @@ struct WsShared {
 
 // The producer's one thread: Q once, then K_j and V_j into stage j mod S as soon as it is empty.
 // `row0`: the first row of the block's sequence in every head's rows (0 here; a packed batch's
-// sequences start further down, fa/cuda/policies/rows.cuh). The persistent rung (flash_persistent_kernel.cuh) calls the two parts once per query tile, with
-// `it0` the K/V tiles the block loaded before: the stages and the mbarriers' phases run on.
+// sequences start further down, fa/cuda/policies/rows.cuh). The persistent rung (v5_persistent.cuh)
+// calls the two parts once per query tile, with `it0` the K/V tiles the block loaded before: the
+// stages and the mbarriers' phases run on.
 template <class T, class C>
 __device__ __forceinline__ void produce_q(const WsShared<T, C>& sh, const TileMaps& maps, int i0, int head,
                                           int row0 = 0) {

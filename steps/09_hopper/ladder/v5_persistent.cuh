@@ -1,9 +1,9 @@
-// Stage 09's fifth rung — persistent, with a dynamic tile scheduler: one block per SM, each taking
-// query tiles from a counter in global memory until none are left, the next tile's copies under
-// the current one's last products and epilogue.
+// v5_persistent.cuh — rung 5 of stage 09's ladder, the last: persistent, with a dynamic tile
+// scheduler: one block per SM, each taking query tiles from a counter in global memory until none
+// are left, the next tile's copies under the current one's last products and epilogue.
 //
-// What changed from the fourth rung (flash_pingpong_kernel.cuh; the consumers' work on one tile,
-// consume_tile, is the same function):
+// What changed from v4_overlap.cuh (the consumers' work on one tile, consume_tile_overlap, is the
+// same function):
 //   - the launch: min(work items, SMs) blocks, not one block per (query tile, head). In the grid
 //     launch a block's start (Q and the first K/V in flight, nothing to compute yet) and its end
 //     (the last P·V, O written, nothing loading) are exposed; here the producer loads the next
@@ -22,13 +22,14 @@
 //   - the stages and the mbarriers' phases run on from tile to tile: `it`, the block's K/V tiles so
 //     far, and `q_round`, its query tiles so far, are counted alike by the producer and consumers.
 //
-// Measured (one run beside overlap, chapter 09): 1.01-1.03× at D = 64 and N ≥ 4k, 1.05-1.08× at
-// 1k, where blocks are short; level at D = 128. The causal schedule of `item`, later: 1.08× at
+// Predicted before its first run: none written; the static round-robin version was measured level
+// without the mask first (chapter 09). Measured (one run beside overlap, chapter 09): 1.01-1.03× at
+// D = 64 and N ≥ 4k, 1.05-1.08× at 1k, where blocks are short; level at D = 128. The causal schedule of `item`, later: 1.08× at
 // D = 64 and 4k, 1.04× at D = 128 and 4k, against the head-after-head order from row 0.
 //
 //   producer (1 thread):  w = blockIdx.x; loop: publish w; [w ≥ items: end]; wait q_empty;
 //                         Q ─► q_full; K/V tiles as stages empty; w = gridDim.x + atomicAdd(counter, 1)
-//   consumer warpgroups:  loop: take w; [w ≥ items: end]; consume_tile (arrives on q_empty after its
+//   consumer warpgroups:  loop: take w; [w ≥ items: end]; consume_tile_overlap (arrives on q_empty after its
 //                         last S, on kv_empty after each P·V; writes O)
 #pragma once
 
@@ -37,7 +38,7 @@
 #include <cstdint>
 
 #include "fa/cuda/tc/tile_ops.cuh"
-#include "09_hopper/flash_pingpong_kernel.cuh"  // consume_tile, and through it WsShared, produce_*
+#include "09_hopper/ladder/v4_overlap.cuh"  // consume_tile_overlap, and through it WsShared, produce_*
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/hopper/warp_roles.cuh"
 
@@ -87,7 +88,7 @@ struct TileSchedule {
   int* counter;
 };
 
-template <class T, class C, bool kOverlap>
+template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_persistent_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a, const TileSchedule ts) {
   extern __shared__ unsigned char smem_raw[];
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     int head;
     const int i0 = item(w, head);
     const tc::KeyTiles kv = tc::key_tiles(i0, C::kBr, C::kBc, a.seq_q, a.seq_k, a.causal);
-    consume_tile<T, C, kOverlap, true>(sh, a, i0, static_cast<std::int64_t>(head) * a.seq_q, kv, it, q_round,
+    consume_tile_overlap<T, C, true>(sh, a, i0, static_cast<std::int64_t>(head) * a.seq_q, kv, it, q_round,
                                        queue.q_empty);
     if (kv.count > 0) it += kv.count, ++q_round;
   }
