@@ -39,7 +39,7 @@
 // above to every Q tile, and the tests compare it with a pair-by-pair count of what each tile sees.
 #pragma once
 
-#include "04_cuda_flash_forward/flash_forward_kernel.cuh"
+#include "fa/cuda/fp32/flash_tiles.cuh"  // stage 04's tile building blocks
 
 // The causal mask of a diagonal tile (the hole of exercise ex05): angle brackets on purpose, the
 // exercise builds this kernel with its own folder first on the include path.
@@ -47,13 +47,13 @@
 
 namespace fa::step05 {
 
-using step04::kBc;
-using step04::kBr;
-using step04::kKeysPerThread;
-using step04::kRowsPerThread;
-using step04::kThreads;
-using step04::min_blocks_per_sm;
-using step04::smem_bytes;
+using fp32::kBc;
+using fp32::kBr;
+using fp32::kKeysPerThread;
+using fp32::kRowsPerThread;
+using fp32::kThreads;
+using fp32::min_blocks_per_sm;
+using fp32::smem_bytes;
 
 struct KernelArgs {
   const float* q;      // [B, H, Nq, D]
@@ -71,7 +71,7 @@ struct KernelArgs {
 template <int D, int kMinBlocks = min_blocks_per_sm<D>()>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
 flash_causal_kernel(const KernelArgs a) {
-  using namespace step04::detail;
+  using namespace fp32;
   using Cols = OutCols<D>;
   extern __shared__ float4 smem_f4[];  // float4: the dynamic buffer is 16-byte aligned
   float* const Qs = reinterpret_cast<float*>(smem_f4);  // [Br][D]  Q' = τ·log2(e)·Q

@@ -11,17 +11,17 @@
 
 #include <cuda_runtime.h>
 
-#include "04_cuda_flash_forward/flash_forward_kernel.cuh"  // the tile constants
+#include "fa/cuda/fp32/flash_tiles.cuh"  // the tile constants
 
 namespace fa::step05 {
 
 // The causal mask of key tile t (keys j0 .. j0 + Bc − 1) on the thread's scores: only the tiles
 // from mask_from on hold a key that some row of the Q tile does not see.
-__device__ __forceinline__ void mask_diagonal_tile(float (&s)[step04::kRowsPerThread][step04::kKeysPerThread], int t,
+__device__ __forceinline__ void mask_diagonal_tile(float (&s)[fp32::kRowsPerThread][fp32::kKeysPerThread], int t,
                                                    int mask_from, int i0, int j0, int ty, int tx, int causal_offset) {
-  using step04::kKeysPerThread;
-  using step04::kRowsPerThread;
-  using step04::detail::kNegInf;
+  using fp32::kKeysPerThread;
+  using fp32::kRowsPerThread;
+  using fp32::kNegInf;
   // >>> ex05:diagonal_mask
   if (t >= mask_from) {
 #pragma unroll
