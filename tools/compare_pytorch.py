@@ -64,7 +64,7 @@ fields. With --stage-exe, give one pass: the stage's.
 A smoke test: --quick (N = 200 and 1000, 2k tokens, 3 reps, 1 warm-up; any option given overrides).
 
 The comparison of stage 07 behind chapter 07's figures (12 cases, a few minutes on an H100):
-    python3 tools/compare_pytorch.py --json $OUT/compare_07_h100.json \\
+    python3 tools/compare_pytorch.py --json results/compare_07_h100.json \\
         --stage-exe build-gpu/steps/07_tensor_cores/step07_tensor_cores --dtype bfloat16 \\
         --dim 64,128 --causal both --pass fwd --seq 1k,4k,16k --commit SHA
 and of stage 08 (chapter 08), the same with --pass bwd and
