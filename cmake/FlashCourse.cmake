@@ -107,6 +107,43 @@ function(fa_gpu_stage)
   endif()
   set(CMAKE_CUDA_ARCHITECTURES ${archs} PARENT_SCOPE)
   add_compile_definitions(FA_MIN_COMPUTE_CAPABILITY=${min_cc})  # the caller's folder (a directory property)
+  # For the configure summary (fa_report_gpu_architectures): a stage's number and what it builds.
+  if(CMAKE_CURRENT_SOURCE_DIR MATCHES "/steps/([0-9][0-9])_[^/]*$")
+    string(REPLACE ";" " " archs_words "${archs}")
+    set_property(GLOBAL APPEND PROPERTY FA_GPU_STAGE_ARCHITECTURES "${CMAKE_MATCH_1}=${archs_words}")
+  endif()
+endfunction()
+
+# fa_report_gpu_architectures(): one configure line with the architectures each GPU stage builds
+# for, stages that build the same grouped, e.g. "75 80 90 (stages 03 04 05 06), 90a (stage 09)".
+# ./course prints this line after configuring.
+function(fa_report_gpu_architectures)
+  get_property(records GLOBAL PROPERTY FA_GPU_STAGE_ARCHITECTURES)
+  list(SORT records)  # by stage number, whatever order the folders were added in
+  set(groups)  # distinct architecture lists, in stage order of first appearance
+  foreach(record IN LISTS records)
+    string(REGEX REPLACE "^[0-9]+=" "" archs "${record}")
+    string(MAKE_C_IDENTIFIER "${archs}" key)
+    if(NOT archs IN_LIST groups)
+      list(APPEND groups "${archs}")
+    endif()
+    string(REGEX MATCH "^[0-9]+" stage "${record}")
+    list(APPEND stages_${key} ${stage})
+  endforeach()
+  set(parts)
+  foreach(archs IN LISTS groups)
+    string(MAKE_C_IDENTIFIER "${archs}" key)
+    list(REMOVE_DUPLICATES stages_${key})
+    list(LENGTH stages_${key} count)
+    string(REPLACE ";" " " numbers "${stages_${key}}")
+    if(count EQUAL 1)
+      list(APPEND parts "${archs} (stage ${numbers})")
+    else()
+      list(APPEND parts "${archs} (stages ${numbers})")
+    endif()
+  endforeach()
+  list(JOIN parts ", " summary)
+  message(STATUS "CUDA ${CMAKE_CUDA_COMPILER_VERSION}: GPU stages build for architectures ${summary}")
 endfunction()
 
 # fa_no_cp_async_twin(lib [LIBS libs...])
