@@ -116,6 +116,14 @@ std::string CompareReport::summary() const {
                   tol.atol, tol.rtol);
   } else if (count == 0) {
     std::snprintf(buf, sizeof buf, "%-4s FAIL  nothing was compared", name.c_str());
+  } else if (!std::isfinite(max_abs)) {
+    // A NaN or Inf that the reference does not have: the error figures over the finite pairs
+    // (max_rel 0 beside got nan) would read as "nearly right", so they are left out.
+    std::snprintf(buf, sizeof buf,
+                  "%-4s FAIL  %lld of %lld bad; first at %s: got %.6g, want %.6g; NaN or Inf where the reference has none (or the reverse)",
+                  name.c_str(), static_cast<long long>(bad), static_cast<long long>(count),
+                  (first_bad_at.empty() ? "[" + std::to_string(first_bad) + "]" : "(" + first_bad_at + ")").c_str(),
+                  first_bad_got, first_bad_ref);
   } else {
     std::snprintf(buf, sizeof buf,
                   "%-4s FAIL  %lld of %lld bad; first at %s: got %.6g, want %.6g; max_abs %.2e max_rel %.2e rel_fro %.2e",
