@@ -121,8 +121,8 @@ class ExerciseReporter : public doctest::IReporter {
            << "      the code between // >>> " << first_todo_ << " and // <<< " << first_todo_ << " in "
            << folder_ << ", then run this check again.\n";
     } else if (passed_ < checks_) {
-      out_ << "next: every TODO this run reached is filled in, but a check fails: its first bad element is named\n"
-           << "      above (row, column), with what you got and what it should be.\n";
+      out_ << "next: every TODO this run reached is filled in, but a check fails: under its FAIL line above are\n"
+           << "      the comparison, the values your code gave and what they should be; fix the hole and run again.\n";
     } else if (solution_build()) {
       out_ << "next: the solution passes every check. Yours is the starter under " << folder_
            << ": ./course check " << exercise_id(folder_) << "\n";

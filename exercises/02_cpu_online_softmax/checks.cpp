@@ -1,12 +1,15 @@
 // Exercise 02 — the checks, in the order of the holes: the online update of one tile alone, then
-// the whole tiled forward. They run stage 02's own code (online_softmax.cpp), built against the
+// the whole tiled forward, with the number of tiles it folded (a causal tile hidden from every row
+// changes no result, only the time, so the count is what shows it skipped). They run stage 02's own code (online_softmax.cpp), built against the
 // starter's hole tiled_attention.hpp (exercises/02_cpu_online_softmax/) or the solution's
 // (solutions/02_cpu_online_softmax/).
 //   cmake --build build --target check_ex02
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "02_cpu_online_softmax/online_softmax.hpp"  // stage 02, built against the hole tiled_attention.hpp
@@ -82,12 +85,30 @@ void check_update(const fa::Problem& p, std::int64_t tile, std::uint64_t seed) {
     CHECK_MESSAGE(c.ok(), c.summary());
 }
 
-// The whole forward on NaN-poisoned outputs, against the float64 loop.
+// The tiles the forward must fold: for each head, each query tile against each key tile that its
+// last row sees (causal hides the others from every row of the tile).
+std::int64_t tiles_needed(const fa::Problem& p) {
+  using fa::step02::kBc;
+  using fa::step02::kBr;
+  std::int64_t tiles = 0;
+  for (std::int64_t i0 = 0; i0 < p.seq_q; i0 += kBr) {
+    const std::int64_t seen = p.keys_visible(std::min(i0 + kBr, p.seq_q) - 1);
+    tiles += (seen + kBc - 1) / kBc;
+  }
+  return tiles * p.heads_total();
+}
+
+// The whole forward on NaN-poisoned outputs, against the float64 loop; and the tiles it folded.
 void check_forward(const fa::Problem& p, const fa::AttentionData& in, fa::Tolerance tol) {
   INFO(p.describe());
   fa::AttentionResult out(p);
   fa::MemoryMeter meter;
+  fa::step02::tiles_folded = 0;
   fa::step02::attention_forward(p, in.view(), out.view(), meter);
+  const std::int64_t folded = fa::step02::tiles_folded, needed = tiles_needed(p);
+  CHECK_MESSAGE(folded == needed, "tiles folded: " << folded << ", needed: " << needed
+                                  << std::string(folded > needed ? " (a query tile whose last row sees none of K_j must be skipped)"
+                                                                 : ""));
   const fa::ReferenceF64 ref = fa::reference_attention_f64(p, in);
   const auto o = fa::compare("O", out.o.values(), ref.o, tol, fa::index_in({p.batch, p.heads, p.seq_q, p.dim}));
   const auto lse = fa::compare("LSE", out.lse.values(), ref.lse, tol, fa::index_in({p.batch, p.heads, p.seq_q}));
@@ -110,7 +131,8 @@ TEST_CASE("ex02:kv_loop and ex02:finish — the whole tiled forward against floa
   using fa::step02::kBr;
   // N = 1; one key or row short of a tile, a tile, one past it; Nq != Nk both ways; every D.
   const std::int64_t shapes[][3] = {{1, 1, 16},          {kBr - 1, kBc, 32},     {kBr, kBc + 1, 16},
-                                    {kBr + 1, 2 * kBc + 2, 64}, {2 * kBr + 2, kBc + 1, 32}, {150, 40, 128}};
+                                    {kBr + 1, 2 * kBc + 2, 64}, {2 * kBr + 2, kBc + 1, 32}, {150, 40, 128},
+                                    {200, 200, 16}};  // causal: 10 of the 16 tiles
   std::uint64_t seed = 10;
   for (const auto& s : shapes)
     for (const bool causal : {false, true}) {

@@ -26,19 +26,17 @@
 // Eigen, in one line each: Q.middleRows(i0, n) is rows i0 .. i0+n−1; S.row(r).head(n) the first n
 // entries of row r (.tail(n) the last n); .maxCoeff() and .sum() reduce; .array() - x and .exp()
 // work element by element; A.noalias() += B * C adds a product into A without a temporary.
+// A tile of O to hand to online_softmax_update is a new map onto rows i0.. of O's storage,
+// MapRM O_i(O.data() + i0 * D, rows, D), and the score tile is MapRM S(s_buf.data(), rows, cols):
+// O.middleRows(i0, rows) is a block expression, not a MapRM, and does not convert to one.
 // The chapter is docs/02_cpu_online_softmax.md; the answer is
 // solutions/02_cpu_online_softmax/tiled_attention.hpp.
 //
 // What you should see when it passes: `ok    ex02:update — tiles folded one after another ...`,
-// `ok    ex02:kv_loop and ex02:finish — the whole tiled forward against float64`, the workspace
-// check, then `3 of 3 checks pass.`
-// Hints, one at a time:
-//   1. Write the update for one row first; the two loops and the finish are short after it.
-//   2. m_new = max(m, rowmax S); α = exp(m − m_new); P̃ = exp(S − m_new); l = α·l + rowsum P̃;
-//      Õ = α·Õ; and once at the end O = Õ / l, LSE = m + log l.
-//   3. visible = clamp(p.keys_visible(i0 + r) − j0, 0, cols); if 0: s.setZero(), continue; else
-//      alpha = std::exp(m[r] − m_new); l[r] = alpha * l[r] + s.head(visible).sum();
-//      O_i.row(r) *= alpha; then O_i.noalias() += S * V.middleRows(j0, cols) in the loop.
+// `ok    ex02:kv_loop and ex02:finish — the whole tiled forward against float64` (it also counts
+// the tiles your loop folds: a causal query tile whose last row sees none of K_j must be skipped),
+// the workspace check, then `3 of 3 checks pass.`
+// Stuck? `./course hint ex02` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: forgetting to rescale l and Õ by exp(m_old − m_new) (wrong by a factor when a
 // later tile raises the max); computing exp(−inf − (−inf)) = NaN for a row that has seen no key
 // yet; dividing by l after every tile instead of once; skipping a Q tile by its first row instead
@@ -65,6 +63,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 void online_softmax_update(const Problem& p, std::int64_t i0, std::int64_t j0, MapRM S, float* m,
                            float* l, MapRM O_i) {
   const std::int64_t cols = S.cols();
+  ++tiles_folded;  // counted for the checks (online_softmax.hpp says why)
   // >>> ex02:update
   FA_TODO("ex02:update", "for each row r of the tile, over the keys of this tile it sees: "
           "m_new = max(m[r], row max), alpha = exp(m[r] - m_new), "
