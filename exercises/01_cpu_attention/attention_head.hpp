@@ -27,12 +27,7 @@
 // What you should see when it passes: one `ok` line per check, then `5 of 5 checks pass.`
 // (`ok    ex01:scores — S = scale * Q K^T`, two for ex01:softmax, one for ex01:output, one for
 // the workspace). Until then the first failure names the TODO it stopped at.
-// Hints, one at a time:
-//   1. Each hole is the chapter's math written with Eigen; the softmax loops over the rows.
-//   2. Row i sees n = p.keys_visible(i) keys: m = max_{j<n} S_ij, P_ij = exp(S_ij − m) / l with
-//      l = Σ_{j<n} exp(S_ij − m), P_ij = 0 for j ≥ n, LSE_i = m + log l.
-//   3. S.noalias() = p.softmax_scale() * (Q * K.transpose()); per row: m = s.head(n).maxCoeff();
-//      prob.head(n) = (s.head(n).array() − m).exp(); prob.tail(Nk − n).setZero(); divide by l.
+// Stuck? `./course hint ex01` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: exp before subtracting the max (large logits → inf/inf = NaN); the mask as
 // j ≤ i (top-left) instead of keys_visible(i) (bottom-right: wrong when Nq ≠ Nk); masked P left
 // unwritten (the checks poison it with NaN); a row with n = 0 must give P = 0, LSE = −inf.

@@ -28,12 +28,7 @@
 //
 // What you should see when it passes (on a GPU): four `ok` lines, then `4 of 4 checks pass.`
 // Without a GPU the checks report skipped (exit 77): that is not a pass.
-// Hints, one at a time:
-//   1. The three passes are the same loop shape: for (j = threadIdx.x; j < visible; j += blockDim.x).
-//   2. m = block_reduce_max(max_j S_rj); l = block_reduce_sum(Σ_j exp(S_rj − m));
-//      P_rj = exp(S_rj − m) / l, LSE = m + log l.
-//   3. float m = -INFINITY; for (...) m = fmaxf(m, row[j]); m = block_reduce_max(m, scratch);
-//      the same with expf(row[j] − m) and block_reduce_sum; then write P for every j < Nk.
+// Stuck? `./course hint ex03` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: letting only the threads with work call block_reduce_* (every thread of the
 // block must join, or the barrier hangs); writing P only for j < visible (the masked tail must be
 // 0, the buffer is NaN-poisoned); a row with visible = 0 must give P = 0 and LSE = −inf, not NaN;

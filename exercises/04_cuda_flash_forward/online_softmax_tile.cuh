@@ -33,13 +33,7 @@
 //
 // What you should see when it passes (on a GPU): four `ok` lines, then `4 of 4 checks pass.`
 // Without a GPU the checks report skipped (exit 77): that is not a pass.
-// Hints, one at a time:
-//   1. Write the update of one row i; the 16 threads of the row each hold 4 of its 64 scores.
-//   2. Everything is in log2 units: alpha = exp2f(m_old − m_new), P̃ = exp2f(s − m_new), and at
-//      the end LSE = ln 2 · (m + log2 l) (the kernel multiplied Q by τ·log2 e when loading it).
-//   3. float mx = max of s[i][0..3]; for (int o = 1; o < 16; o <<= 1) mx = fmaxf(mx,
-//      __shfl_xor_sync(0xffffffff, mx, o)); m_new = fmaxf(m[i], mx); base = m_new == -INFINITY ?
-//      0.f : m_new; then alpha, P̃ and l as in hint 2 with base in place of m_new.
+// Stuck? `./course hint ex04` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: the folded log2 scale (using expf or logf here, or multiplying by τ again:
 // the scores already are log2(e)·τ·QKᵀ); reducing l across threads every tile (sum it once, at
 // the end: its partials all get the same alpha); skipping a shuffle on padding rows (every lane

@@ -20,11 +20,7 @@
 //
 // What you should see when it passes (on a GPU): two `ok` lines, then `2 of 2 checks pass.`
 // Without a GPU the checks report skipped (exit 77): that is not a pass.
-// Hints, one at a time:
-//   1. The thread's score s[i][j] is row i0 + ty + 8·i against key j0 + tx + 16·j.
-//   2. Only tiles t ≥ mask_from hold a pair that the row does not see; the others stay as they are.
-//   3. if (t >= mask_from) for each i, j: const int row = i0 + ty + 8 * i, col = j0 + tx + 16 * j;
-//      if (col > row + causal_offset) s[i][j] = kNegInf;
+// Stuck? `./course hint ex05` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: the top-left causal mask (j ≤ i) instead of the bottom-right one
 // (j ≤ i + Nk − Nq): the same when Nq = Nk, wrong otherwise; masking every tile (right, but it is
 // stage 04's cost: the point is to touch only the diagonal tiles); 0 instead of −inf (exp2(0) = 1).

@@ -19,11 +19,7 @@
 //
 // What you should see when it passes (on a GPU): three `ok` lines, then `3 of 3 checks pass.`
 // Without a GPU the checks report skipped (exit 77), the host checks included: that is not a pass.
-// Hints, one at a time:
-//   1. Both holes are a line or two: ex06:ds one element, ex06:dkdv two nested loops.
-//   2. dS_ij = P_ij (dP_ij − D_i) with D_i = rowsum(dO ∘ O); dV += Pᵀ dO; dK += dSᵀ Q.
-//   3. return p * (dp - delta); and for m < TM, n < TN: dv[m][n] += p[m] * d_o[n];
-//      dk[m][n] += ds[m] * q[n];
+// Stuck? `./course hint ex06` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: D_i from dO ∘ O of the row, not of the column; applying the softmax scale
 // here as well as in the kernel (the kernel folds τ into dS); swapping the roles of p and ds.
 #pragma once

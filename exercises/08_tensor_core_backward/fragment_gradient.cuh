@@ -27,12 +27,7 @@
 // The chapter is docs/08_tensor_core_backward.md; the answer is solutions/08_tensor_core_backward/.
 //
 // What you should see when it passes: three `ok` lines, then `3 of 3 checks pass.`
-// Hints, one at a time:
-//   1. In stage 07 a row's numbers (m, l) were per thread row, r = e / 2. Here a query is a column:
-//      its numbers depend on n and e & 1, and are the same for keys g and g + 8.
-//   2. const float2 l2 = *reinterpret_cast<const float2*>(lse2 + 8 * n + 2 * t); and dd from delta.
-//   3. const float p = ptx::ex2(fmaf(st[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
-//      st[n][e] = p; dpt[n][e] = p * (dpt[n][e] - ((e & 1) ? dd.y : dd.x));
+// Stuck? `./course hint ex08` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: indexing the LSE by the key (g, g + 8: the layout of stage 07, where rows were
 // queries); lse2[n] or lse2[8n + t] (the thread's columns are 2t and 2t + 1); the natural exp with
 // the log2 scale (P = exp(s·τ − LSE) is the same number, but the forward saved LSE·log2e for ex2);

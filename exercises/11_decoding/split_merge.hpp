@@ -19,12 +19,7 @@
 //
 // What you should see when it passes: `ok` lines for the two functions and for attention split
 // into chunks and merged against float64 in one piece, then `3 of 3 checks pass.`
-// Hints, one at a time:
-//   1. This is stage 02's online softmax with whole chunks instead of tiles: a part with LSE_s is a
-//      running (m, l) with m + log l = LSE_s.
-//   2. Two loops: the max, then the sum of exp(lse[s·stride] − M). Use fmaxf, expf and logf (the
-//      stage compiles the same code for the GPU).
-//   3. expf(−inf − (−inf)) is NaN: test M == -INFINITY before subtracting.
+// Stuck? `./course hint ex11` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: summing exp(LSE_s) directly (overflows for LSE_s > 88); forgetting the stride
 // (the parts of one row are `stride` floats apart); returning NaN for a row without keys.
 // The chapter is docs/11_decoding.md; the answer is solutions/11_decoding/split_merge.hpp.

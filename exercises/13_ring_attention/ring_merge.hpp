@@ -22,13 +22,7 @@
 // What you should see when it passes: `ok` lines for the two functions, for a ring of blocks
 // visited out of order and merged one at a time against float64 in one piece, and for the stage's
 // CPU ring on your merge, then `4 of 4 checks pass.`
-// Hints, one at a time:
-//   1. Exercise 11 merged all parts at once (M = the max of all LSEs); here there are two at a time,
-//      so the max is just the larger of the two.
-//   2. exp(−inf) is 0, so a block or a running pair with LSE = −inf weighs nothing by itself; only
-//      −inf − (−inf) is NaN, which is why both holes test for −inf first.
-//   3. Write the code for any T: `using std::exp, std::log1p;` then exp(x), log1p(x), and
-//      -T(INFINITY) for −inf. Convert o_b[c] with static_cast<T> (the GPU's blocks are 16-bit).
+// Stuck? `./course hint ex13` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: log(exp(a) + exp(b)) as written (overflows past 88 in float); forgetting to
 // store the new LSE (the next block then gets the wrong weight); updating LSE before computing the
 // old pair's weight.

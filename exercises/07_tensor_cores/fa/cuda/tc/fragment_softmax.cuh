@@ -26,18 +26,7 @@
 // The chapter is docs/07_tensor_cores.md; the answer is solutions/07_tensor_cores/fa/cuda/tc/.
 //
 // What you should see when it passes: four `ok` lines, then `4 of 4 checks pass.`
-// Hints, one at a time:
-//   1. Which lanes hold row 5 of the 16? (g = 5: lanes 20..23, t = 0..3.) Its max needs the values
-//      of all four; lane ^ 1 and lane ^ 2 reach the other three without leaving the group.
-//   2. Everything is in log2 units with the scale folded in: P = 2^(s·scale_log2 − m·scale_log2)
-//      is one FFMA and one ex2 per score, ptx::ex2(fmaf(s, scale_log2, −base)); alpha is
-//      2^(m_old·scale_log2 − base) with both products rounded alike (__fmul_rn), so that it is
-//      exactly 1 when the max did not move, and 0 on a row's first tile (m = −inf).
-//   3. for (int n = 0; n < NT; ++n) m_new = fmaxf(m_new, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-//      then m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffffu, m_new, k)) for k = 1 and k = 2.
-//      const float base = m_new == -INFINITY ? 0.0f : __fmul_rn(m_new, scale_log2);
-//      alpha[r] = ptx::ex2(__fmul_rn(m[r], scale_log2) - base); m[r] = m_new; P and its sum over
-//      n; then l[r] = l[r] * alpha[r] + sum.
+// Stuck? `./course hint ex07` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: alpha = ex2(m[r] * scale_log2 - base): the compiler fuses it into an FMA whose
 // result is the rounding error of m·scale_log2, not 0, so alpha = 1 ± 3e-7 at every tile and l
 // drifts; the max over the thread's own values only (no shuffles: the four threads of a row then

@@ -29,11 +29,7 @@
 // report "skipped", which is not a pass): ./course check ex09 (or cmake --build build --target
 // check_ex09). What you should see when it passes: six `ok` lines, then `6 of 6 checks pass.` The
 // chapter is docs/09_hopper.md; the answer is solutions/09_hopper/fa/cuda/hopper/smem_descriptor.cuh.
-// Hints, one at a time:
-//   1. Bits: a field f at bit b is static_cast<std::uint64_t>(f) << b; the "/ 16" is >> 4.
-//   2. K-major: step k is 32·(k mod 4) bytes into the row (the hardware applies the XOR), in column
-//      block k / 4, which starts rows·128 bytes after the previous one.
-//   3. MN-major: 16 rows of 128 bytes per step: tile + 2048·step; leading offset rows·128.
+// Stuck? `./course hint ex09` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: forgetting that addresses are bytes while the layout counts elements (sizeof(T));
 // the swizzle mode in bit 62 as 2 (that is 64 bytes) or in bits 61-63; the MN-major step moving
 // 32 bytes along the row (that is K-major's); a leading offset of 128 (one row) for MN-major.
