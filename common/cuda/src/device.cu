@@ -1,3 +1,6 @@
+// The CUDA device, asked from the host: whether there is one the stages can run on (and, if not,
+// the one-line reason they print before exiting 77), its properties, and the results metadata.
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,9 +22,22 @@ std::string cuda_skip_reason(int min_compute_capability) {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear it: nothing else will run
-    return std::string("no CUDA device (") + cudaGetErrorString(err) + ")";
+    // Without any NVIDIA driver the runtime answers "driver version is insufficient", which reads
+    // like an old driver; cudaDriverGetVersion gives 0 when there is none at all.
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+      return "no GPU (no NVIDIA driver on this machine)";
+    }
+    if (err == cudaErrorNoDevice) return "no GPU";
+    if (err == cudaErrorInsufficientDriver) {
+      int runtime = 0;
+      cudaRuntimeGetVersion(&runtime);
+      return "the NVIDIA driver (CUDA " + version_string(driver) + ") is older than this build's CUDA runtime (" +
+             version_string(runtime) + "): update the driver";
+    }
+    return std::string("no usable GPU (") + cudaGetErrorString(err) + ")";
   }
-  if (count == 0) return "no CUDA device";
+  if (count == 0) return "no GPU";
   if (min_compute_capability <= 0) return "";
   // Device 0 is the one every stage runs on. Too old a device is a skip, like no device: the
   // kernels were built for newer architectures (fa_gpu_stage) and would not launch.
