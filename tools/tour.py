@@ -2,8 +2,9 @@
 """The course tour: run every stage this machine can run, in order, then make the plots.
 
 Each stage runs with its default (short) sweep and prints its verification against the previous
-stage, its table and its memory and time charts; its results go to RESULTS/stepNN.json. GPU
-stages report "skipped" where there is no GPU (exit 77) or no CUDA compiler (not built).
+stage, its table and its memory and time charts; its results go to RESULTS/stepNN.json. A GPU
+stage says in one line why it is skipped: it prints the reason itself where there is no GPU
+(exit 77); the tour says why it was not built (no CUDA compiler, FA_ENABLE_CUDA=OFF).
 
 Usage: tour.py --source DIR --build DIR [--results DIR] [--plots DIR] [--plot-python PY]
 Exit code: 0 when every stage that ran passed, 1 otherwise.
@@ -26,6 +27,47 @@ def stages(source, build):
         exe = os.path.join(build, "steps", entry, "step%s_%s" % (m.group(1), m.group(2)))
         found.append((m.group(1), "step%s_%s" % (m.group(1), m.group(2)), exe if os.path.exists(exe) else None))
     return found
+
+
+def cmake_cache(build):
+    """The build's CMakeCache.txt as {NAME: value} (empty when there is none)."""
+    entries = {}
+    try:
+        with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = re.match(r"([A-Za-z_][A-Za-z0-9_]*):[A-Z]+=(.*)$", line.rstrip("\n"))
+                if m:
+                    entries[m.group(1)] = m.group(2)
+    except OSError:
+        pass
+    return entries
+
+
+def not_built_reason(build, name):
+    """Why a stage's executable is missing, in the words the learner can act on."""
+    cache = cmake_cache(build)
+    if cache.get("FA_ENABLE_CUDA", "ON").upper() in ("OFF", "FALSE", "0", "NO"):
+        return "not built: configured with FA_ENABLE_CUDA=OFF (GPU stages left out)"
+    compiler = cache.get("CMAKE_CUDA_COMPILER", "")
+    if not compiler or compiler.endswith("NOTFOUND"):
+        return "not built: no CUDA compiler (nvcc) was found when %s was configured" % build
+    return "not built yet: cmake --build %s --target %s" % (build, name)
+
+
+def gpu_device_nodes():
+    """Whether the kernel shows an NVIDIA GPU (Linux's device node, or WSL's)."""
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg")
+
+
+def run_with_ticks(command, what, every=20):
+    """Runs command; while it runs, a line every `every` seconds says it is still working."""
+    process = subprocess.Popen(command)
+    t0 = time.monotonic()
+    while True:
+        try:
+            return process.wait(timeout=every)
+        except subprocess.TimeoutExpired:
+            print("  ... still %s (%.0f s)" % (what, time.monotonic() - t0), flush=True)
 
 
 def main():
@@ -55,16 +97,17 @@ def main():
         print("[stage %d of %d] %s   (tour elapsed %.0f s)" % (k, len(todo), name, elapsed), flush=True)
         print("=" * 100, flush=True)
         if exe is None:
-            print("skipped: not built here (GPU stages need a CUDA compiler)", flush=True)
-            summary.append((name, "skipped (not built)", 0.0))
+            reason = not_built_reason(args.build, name)
+            print("skipped: %s" % reason, flush=True)
+            summary.append((name, "skipped (%s)" % reason.split(":")[0], 0.0))
             continue
         json_path = os.path.join(results, "step%s.json" % number)
         t0 = time.monotonic()
         rc = subprocess.call([exe, "--json", json_path])
         took = time.monotonic() - t0
-        status = {0: "passed", 77: "skipped (no CUDA device)"}.get(rc, "FAILED (exit %d)" % rc)
-        if rc == 77:
-            print("skipped: no CUDA device on this machine", flush=True)
+        # Exit 77: the stage has printed its one "skipped: <why>" line itself.
+        skipped = "skipped (no GPU)" if not gpu_device_nodes() else "skipped (why: above)"
+        status = {0: "passed", 77: skipped}.get(rc, "FAILED (exit %d)" % rc)
         summary.append((name, status, took))
 
     plot_status = "not made (no matplotlib)"
@@ -72,8 +115,9 @@ def main():
         jsons = sorted(os.path.join(results, f) for f in os.listdir(results) if f.endswith(".json"))
         tool = os.path.join(args.source, "docs", "plots", "plot_results.py")
         if jsons and os.path.exists(tool):
-            print("\n[plots] %s -> %s" % (", ".join(os.path.basename(j) for j in jsons), plots), flush=True)
-            rc = subprocess.call([args.plot_python, tool, *jsons, "--out", plots])
+            print("\n[plots] %s -> %s (a minute or two)" % (", ".join(os.path.basename(j) for j in jsons), plots),
+                  flush=True)
+            rc = run_with_ticks([args.plot_python, tool, *jsons, "--out", plots], "drawing the plots")
             plot_status = "written to %s" % plots if rc == 0 else "FAILED (exit %d)" % rc
             if rc != 0:
                 summary.append(("plots", plot_status, 0.0))
