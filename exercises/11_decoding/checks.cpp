@@ -76,7 +76,7 @@ TEST_CASE("attention split into chunks and merged equals attention in one piece 
           std::vector<double> scores(n);
           for (double& s : scores) s = shift + rng.normal(0.0, spread);
           INFO("keys visible: " << visible << ", score spread " << spread << ", scores shifted by " << shift
-                                << ", the parts' LSEs " << stride << " floats apart");
+                                << ", the parts' LSEs at stride " << stride);
           const fa::RowPart whole = fa::row_attention_f64(scores, v, 0, n, visible);
           std::vector<float> lse(parts * stride, 1e30f), o(parts * d);  // 1e30: another row's LSEs
           for (int s = 0; s < parts; ++s) {
