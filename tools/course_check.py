@@ -10,6 +10,8 @@ holds only the filled holes. It proves, and reports each point:
   (a) the trees: the same exercise folders in exercises/ and solutions/, each with its stage
       steps/NN_name/; no file under either holds a __global__ kernel; no file of one tree is
       byte-identical to a file of the other; the checks include a hole only with angle brackets;
+      each exercise has its hints, exercises/NN_name/hints.md, "## Hint 1" .. "## Hint n", each
+      with text (what `./course hint` shows one at a time), and no starter keeps them in its header;
   (b) every solution file equals the stage's hole at the same path, byte for byte, and every file
       of steps/NN_name/holes/ has its solution and its starter (the counts match);
   (c) each starter hole has the solution's marked regions (`// >>> exNN:tag` .. `// <<< exNN:tag`),
@@ -197,6 +199,34 @@ def check_trees(source, report):
     if not identical:
         report.ok("no file of exercises/ is byte-identical to a file of solutions/")
     return ex_dirs
+
+
+def check_hints(source, ex_dirs, report):
+    """Part of (a): every exercise's hints.md holds "## Hint 1" .. "## Hint n" in order, none empty,
+    as `./course hint` reads them; the hints are not also in a starter's header."""
+    good = 0
+    for folder in ex_dirs:
+        path = os.path.join(source, "exercises", folder, "hints.md")
+        if not os.path.isfile(path):
+            report.fail("exercises/%s/hints.md is missing: `./course hint` has nothing to show" % folder)
+            continue
+        sections = re.split(r"^## Hint (\d+)\s*$", read(path), flags=re.MULTILINE)
+        numbers = [int(n) for n in sections[1::2]]
+        empty = [n for n, body in zip(numbers, sections[2::2]) if not body.strip(" \n`text")]
+        in_header = sorted(rel for rel in files_under(os.path.join(source, "exercises", folder))
+                           if rel != "hints.md" and "Hints, one at a time" in read(os.path.join(source, "exercises", folder, rel)))
+        if not numbers or numbers != list(range(1, len(numbers) + 1)):
+            report.fail("exercises/%s/hints.md: its sections must be '## Hint 1' .. '## Hint n' in order (found %s)"
+                        % (folder, numbers or "none"))
+        elif empty:
+            report.fail("exercises/%s/hints.md: hint %s has no text" % (folder, empty[0]))
+        elif in_header:
+            report.fail("exercises/%s/%s still lists the hints in its header: they are shown one at a time "
+                        "from hints.md" % (folder, in_header[0]))
+        else:
+            good += 1
+    if good == len(ex_dirs):
+        report.ok("every exercise has its hints in hints.md (`./course hint exNN`), none in a starter's header")
 
 
 def check_holes(source, ex_dirs, report):
@@ -407,6 +437,7 @@ def main():
     report = Report()
     print("course check: source %s, build %s" % (source, build))
     ex_dirs = check_trees(source, report)
+    check_hints(source, ex_dirs, report)
     holes_by_folder = check_holes(source, ex_dirs, report)
     tags_by_folder = check_regions(source, holes_by_folder, report)
     report.section("(d) every solution passes its checks, (e) every starter fails them, naming a TODO")
