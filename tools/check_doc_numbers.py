@@ -31,7 +31,6 @@ prose can follow regenerated results mechanically; --fix writes those values int
 the numbers; read the diff: words around a number, such as "faster", are yours to check).
 Standard library only.
 """
-import argparse
 import glob
 import json
 import math
@@ -39,6 +38,9 @@ import os
 import re
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashcourse import guard  # noqa: E402
 
 COMMENT = re.compile(r"<!--\s*fig:(.*?)-->")
 SUPERSCRIPT = str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")
@@ -64,14 +66,15 @@ def load_rows(docs, name, cache):
     rows = []
     for path in paths:
         if path not in cache:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            if "results" in data:
+            data = guard.read_json(path)  # guard.BadInput (a ValueError) names the file
+            if isinstance(data, dict) and isinstance(data.get("results"), list):
                 cache[path] = data["results"]
-            elif "attention" in data:  # plots/anchors.json
-                cache[path] = data["attention"] + data.get("ceilings", [])
+            elif isinstance(data, dict) and isinstance(data.get("attention"), list):  # plots/anchors.json
+                ceilings = data.get("ceilings", [])
+                cache[path] = data["attention"] + (ceilings if isinstance(ceilings, list) else [])
             else:
                 raise SpecError("%s is neither a results file nor the anchors file" % path)
+            cache[path] = [r for r in cache[path] if isinstance(r, dict)]
         rows.extend(cache[path])
     return rows
 
@@ -221,8 +224,13 @@ def render(value, integer, decimals, exponent, style):
 
 def check_file(docs, path, cache, suggest, out, fix=False):
     problems = 0
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except UnicodeDecodeError as e:
+        raise guard.BadInput("%s: not UTF-8 (byte %d)" % (path, e.start)) from None
+    except OSError as e:
+        raise guard.BadInput("%s: cannot read (%s)" % (path, e.strerror)) from None
     name = os.path.relpath(path)
     count = 0
     fixed = 0
@@ -308,7 +316,7 @@ def self_test():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = guard.OneLineParser(description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="*", help="Markdown files (default: every *.md under --docs)")
     ap.add_argument("--docs", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs"),
                     help="the docs folder (results/ and plots/ are read from it)")
@@ -325,10 +333,10 @@ def main():
     files = args.files or sorted(glob.glob(os.path.join(docs, "**", "*.md"), recursive=True))
     for path in files:
         if not os.path.isfile(path):
-            print("check_doc_numbers: no such file: %s" % path, file=sys.stderr)
+            print("check_doc_numbers: no such file: %s" % guard.one_line(path), file=sys.stderr)
             return 2
     return run(docs, files, args.suggest, fix=args.fix)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard.run_main("check_doc_numbers", main))

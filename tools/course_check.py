@@ -23,13 +23,14 @@ holds only the filled holes. It proves, and reports each point:
 The build folder must hold the built exercises: fa_add_exercise writes <build>/course/*.json, which
 say where each executable is. Exit 0 when everything holds, 1 otherwise. Standard library only.
 """
-import argparse
 import glob
-import json
 import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashcourse import guard  # noqa: E402  (one-line errors, exit 2)
 
 OPEN = re.compile(r"^\s*//\s*>>>\s*(\S+)\s*$")
 CLOSE = re.compile(r"^\s*//\s*<<<\s*(\S+)\s*$")
@@ -351,11 +352,10 @@ def load_manifests(build, report):
     entries = {}
     for path in sorted(glob.glob(os.path.join(build, "course", "*.json"))):
         try:
-            with open(path) as f:
-                e = json.load(f)
+            e = guard.read_json(path)
             entries[(e["folder"], e["role"])] = e
-        except (ValueError, KeyError) as err:
-            report.fail("%s: unreadable manifest (%s)" % (path, err))
+        except (ValueError, KeyError, TypeError) as err:  # guard.BadInput is a ValueError
+            report.fail("%s: unreadable manifest (%s)" % (path, guard.one_line(err)))
     return entries
 
 
@@ -429,7 +429,7 @@ def indent(text, lines=25):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = guard.OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", required=True, help="the course's source folder")
     parser.add_argument("--build", required=True, help="a build folder where the exercises are built")
     args = parser.parse_args()
@@ -457,4 +457,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard.run_main("course_check.py", main))

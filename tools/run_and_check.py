@@ -39,7 +39,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from flashcourse import npy, results, tolerance  # noqa: E402
+from flashcourse import guard, npy, results, tolerance  # noqa: E402
 
 TIMEOUT_S = 600
 LAST = []  # the last command run, for its output when a check fails
@@ -81,11 +81,11 @@ def as_dtype(values, dtype):
 def results_dtype(path):
     """The dtype the stage ran (its results file's first row), float32 if it does not say."""
     try:
-        with open(path) as f:
-            rows = json.load(f).get("results", [])
-        return rows[0].get("dtype", "float32") if rows else "float32"
-    except (OSError, ValueError, AttributeError):
-        return "float32"
+        rows = results.read_results(path)["results"]
+    except results.ResultsError:
+        return "float32"  # the comparison's own check of the file says what is wrong with it
+    dtype = rows[0].get("dtype") if rows else None
+    return dtype if isinstance(dtype, str) else "float32"
 
 
 def attention_f64(q, k, v, b, h, nq, nk, d, causal, scale, hkv=None):
@@ -303,7 +303,7 @@ def self_test():
 def main():
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = guard.OneLineParser(description=__doc__.split("\n\n")[0],
                                      usage="%(prog)s --expect CODE [--json FILE] [--stage ID] [--mode MODE] -- command...")
     parser.add_argument("--expect", type=int, required=True, help="the exit code the command must return")
     parser.add_argument("--json", help="the results file the command writes (checked after the run)")
@@ -330,8 +330,11 @@ def main():
                 if args.json:
                     check_json(args.json, args.stage)
         elif args.mode == "npy-roundtrip":
-            shape = [int(x) for x in args.npy_shape.split(",")]
-            if len(shape) not in (5, 6) or (len(shape) == 6 and shape[1] % shape[2] != 0):
+            try:
+                shape = [int(x) for x in args.npy_shape.split(",")]
+            except ValueError:
+                shape = []
+            if len(shape) not in (5, 6) or min(shape) < 1 or max(shape) > 4096 or (len(shape) == 6 and shape[1] % shape[2] != 0):
                 parser.error("--npy-shape takes B,H,NQ,NK,D or B,H,HKV,NQ,NK,D (H a multiple of HKV)")
             proc = npy_roundtrip(command, args.expect, args.stage, shape)
         elif args.mode == "bad-npy":
@@ -343,7 +346,7 @@ def main():
     except CheckFailed as e:
         if LAST:
             print_output(LAST[0])
-        print("FAIL: " + str(e))
+        print("FAIL: " + guard.one_line(e))
         return 1
     if proc.returncode == 77 and args.expect != 77:
         print("skipped: the command exited 77 (%s)" % (proc.stdout.strip().splitlines() or ["no reason given"])[-1])
@@ -353,4 +356,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard.run_main("run_and_check.py", main))

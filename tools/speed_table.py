@@ -12,7 +12,6 @@ new build against the old one, old ms / new ms over the two runs of each (above 
 when every case has such a variant and none is slower than --bar (0.98: within 2 %); 1 otherwise,
 naming what was slower or missing; 2 bad usage.
 """
-import argparse
 import glob
 import os
 import re
@@ -20,6 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashcourse import guard  # noqa: E402
 from flashcourse.results import ResultsError, read_results, write_results  # noqa: E402
 
 RUNS = ("old1", "old2", "new1", "new2")
@@ -93,7 +93,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["--self-test"]:
         return self_test()
-    ap = argparse.ArgumentParser(prog="speed_table.py", description=__doc__.split("\n\n")[0])
+    ap = guard.OneLineParser(prog="speed_table.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("folder")
     ap.add_argument("--bar", type=float, default=0.98, help="the slowest speed allowed, new against old")
     args = ap.parse_args(argv)
@@ -107,4 +107,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard.run_main("speed_table.py", main))

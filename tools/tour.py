@@ -9,12 +9,14 @@ stage says in one line why it is skipped: it prints the reason itself where ther
 Usage: tour.py --source DIR --build DIR [--results DIR] [--plots DIR] [--plot-python PY]
 Exit code: 0 when every stage that ran passed, 1 otherwise.
 """
-import argparse
 import os
 import re
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashcourse import guard  # noqa: E402  (one-line errors, exit 2)
 
 
 def stages(source, build):
@@ -71,7 +73,7 @@ def run_with_ticks(command, what, every=20):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = guard.OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", required=True)
     ap.add_argument("--build", required=True)
     ap.add_argument("--results")
@@ -139,4 +141,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard.run_main("tour.py", main))

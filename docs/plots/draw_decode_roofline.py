@@ -12,13 +12,13 @@ merges, one_split, read_cache) and PyTorch's (sdpa_flash, sdpa_cudnn), median mi
 the floor is K and V read once, 2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one
 line on a file that is not such a results file.
 """
-import argparse
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tools"))
-from flashcourse.decoding import cache_bytes  # noqa: E402  (K and V read once, 16-bit)
+from flashcourse import guard  # noqa: E402  (one-line errors, exit 2)
+from flashcourse.decoding import cache_bytes, check_row  # noqa: E402  (K and V read once, 16-bit)
 from flashcourse.results import read_results  # noqa: E402
 STYLE = {  # variant: (label, colour, marker)
     "split_kv": ("stage 11 split_kv (a warp per row merges)", "C0", "o"),
@@ -32,19 +32,27 @@ STYLE = {  # variant: (label, colour, marker)
 
 
 def load(path: Path):
+    where = guard.one_line(path)
     try:
         doc = read_results(path)
-        gbps = float(doc["copy_bandwidth"]["gbps"])
+    except guard.BadInput as e:  # names the file
+        raise SystemExit(f"draw_decode_roofline.py: error: {e}")
+    try:
+        bandwidth = doc.get("copy_bandwidth")
+        gbps = guard.number(bandwidth.get("gbps") if isinstance(bandwidth, dict) else None, "copy_bandwidth.gbps",
+                            1e-3, 1e6)
         rows = [r for r in doc["results"] if r.get("status") == "ok" and r.get("variant") in STYLE]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise SystemExit(f"draw_decode_roofline.py: error: {path}: not a compare_decode.py results file ({e})")
+        for r in rows:
+            check_row(r, "a %s row" % r["variant"], ("batch", "heads", "heads_kv", "seq_q", "seq_k", "dim"))
+    except guard.BadInput as e:
+        raise SystemExit(f"draw_decode_roofline.py: error: {where}: not a compare_decode.py results file ({e})")
     if not rows:
-        raise SystemExit(f"draw_decode_roofline.py: error: {path}: no rows to draw")
+        raise SystemExit(f"draw_decode_roofline.py: error: {where}: no rows to draw")
     return doc, gbps, rows
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = guard.OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, nargs="?", default=HERE.parent / "results" / "compare_11_decode_h100.json")
     parser.add_argument("--out", type=Path, default=HERE.parent / "figures")
     args = parser.parse_args(argv)
@@ -60,7 +68,7 @@ def main(argv=None) -> int:
     try:
         doc, gbps, rows = load(args.results)
     except SystemExit as e:
-        print(e, file=sys.stderr)
+        print(guard.one_line(e), file=sys.stderr)
         return 2
     batches = sorted({r["batch"] for r in rows})
     fig, axes = plt.subplots(1, len(batches), figsize=(6.4 * len(batches), 4.6), squeeze=False)
@@ -78,12 +86,12 @@ def main(argv=None) -> int:
         ax.set_yscale("log")
         ax.set_xlabel("keys in the cache (Nk)")
         ax.set_ylabel("time of one decoding step, median (ms)")
-        ax.set_title(f"B={b}, Hq={r0['heads']}, Hkv={r0['heads_kv']}, Nq={r0['seq_q']}, D={r0['dim']}, {r0['dtype']}")
+        ax.set_title(guard.label(f"B={b}, Hq={r0['heads']}, Hkv={r0['heads_kv']}, Nq={r0['seq_q']}, D={r0['dim']}, {r0['dtype']}"))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    device = doc.get("device", {}).get("name", "?")
-    fig.suptitle(f"Decoding against the memory floor\n{device}, {doc.get('date', '?')[:10]}, "
-                 f"commit {doc.get('git_commit', '?')}", fontsize=10)
+    device = doc["device"].get("name") if isinstance(doc.get("device"), dict) else doc.get("device")
+    fig.suptitle("Decoding against the memory floor\n" + guard.label(f"{device or '?'}, {str(doc.get('date', '?'))[:10]}, "
+                 f"commit {doc.get('git_commit', '?')}", 120), fontsize=10)
     fig.tight_layout()
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "11_decode_roofline.png"
@@ -93,4 +101,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard.run_main("draw_decode_roofline.py", main))

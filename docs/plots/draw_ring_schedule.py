@@ -6,20 +6,22 @@ measured), the same rules as steps/13_ring_attention/ring_schedule.cpp.
 
     draw_ring_schedule.py [--gpus 4] [--out DIR]        DIR/13_ring_schedule.png (default DIR: docs/figures)
     draw_ring_schedule.py --check EXE                   compare this file's schedule with the table that
-                                                        EXE (step13_ring_schedule) prints; exit 1 if they differ
+                                                        EXE (step13_ring_schedule) prints; exit 1 if they differ,
+                                                        2 (one line) when EXE cannot run or fails
 
 The matrix is cut into 2P × 2P chunks (contiguous: each GPU's chunk is two of them). A cell is
 coloured by the GPU that computes it (the one holding its queries) and labelled with the step at
 which its key block reaches that GPU; cells above the diagonal are skipped, diagonal cells are
 half-masked. The busiest GPU's work per step is what each step costs.
 """
-import argparse
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "tools"))
+from flashcourse import guard  # noqa: E402  (one-line errors, exit 2)
 
 
 # ---- the schedule (ring_schedule.cpp, in Python) -----------------------------------------------
@@ -85,6 +87,23 @@ def imbalance(tokens, gpus, split, causal):
 
 # ---- the check against the C++ tool -------------------------------------------------------------
 
+def schedule_table(args):
+    """What `args` (step13_ring_schedule and its options) prints; guard.BadInput when it cannot run,
+    fails or hangs: the check needs the tool's table, and anything else is a wrong --check."""
+    shown = guard.one_line(" ".join(args))
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=60,
+                              stdin=subprocess.DEVNULL)
+    except OSError as e:
+        raise guard.BadInput("cannot run %s (%s)" % (guard.one_line(args[0]), e.strerror or e)) from None
+    except subprocess.TimeoutExpired:
+        raise guard.BadInput("%s: no end within 60 s" % shown) from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        raise guard.BadInput("%s exited %d (%s)" % (shown, proc.returncode, guard.one_line(last)))
+    return proc.stdout
+
+
 def check(exe):
     row = re.compile(r"^\s+(\d+)\s+(.*?)\s+([0-9.e+-]+)\s*$")
     cell = re.compile(r"K/V (\d+) ([FD.]+) ([0-9.e+-]+)")
@@ -93,7 +112,7 @@ def check(exe):
         for split in ("zigzag", "contiguous"):
             for causal in (True, False):
                 args = [exe, "--gpus", str(gpus), "--seq", str(tokens), "--split", split, "--model-seq", "0"]
-                out = subprocess.run(args + (["--causal"] if causal else []), capture_output=True, text=True, check=True).stdout
+                out = schedule_table(args + (["--causal"] if causal else []))
                 steps = 0
                 for line in out.splitlines():
                     m = row.match(line)
@@ -177,7 +196,7 @@ def draw(gpus, out):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = guard.OneLineParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=4)
     ap.add_argument("--out", type=Path, default=HERE.parent / "figures")
     ap.add_argument("--check", metavar="EXE")
@@ -192,4 +211,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard.run_main("draw_ring_schedule.py", main))

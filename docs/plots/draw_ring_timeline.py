@@ -11,28 +11,46 @@ an attention span is hidden by it; one that sticks out past it is what the ring 
 files: one panel each, top to bottom. Default output: the first input's name with .png, beside it. Exit 2 with one line on a file that is not such a
 timeline. --self-test draws a made-up timeline into a scratch folder and checks what it drew.
 """
-import argparse
 import json
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from flashcourse import guard  # noqa: E402  (the JSON reader with limits, one-line errors)
+
 COLOURS = {"attention": "C0", "backward": "C0", "K/V hop": "C1", "dK/dV hop": "C3"}
 FIELDS = ("gpus", "split", "overlap", "pass", "heads", "seq", "dim", "causal", "dtype", "device", "spans")
+MAX_GPUS = 64  # a ring of one host's GPUs; more would only make a panel too tall to draw
+MAX_SPANS = 100000  # a few per step and GPU: far more than any run of the stage writes
 
 
 def load(path: Path) -> dict:
+    where = guard.one_line(path)
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"draw_ring_timeline.py: cannot read {path}: {e}")
+        doc = guard.read_json(path)
+    except guard.BadInput as e:
+        raise SystemExit(f"draw_ring_timeline.py: cannot read {e}")
     missing = [f for f in FIELDS if f not in doc] if isinstance(doc, dict) else list(FIELDS)
     if missing:
-        raise SystemExit(f"draw_ring_timeline.py: {path} is not a step13_ring_attention --timeline file "
+        raise SystemExit(f"draw_ring_timeline.py: {where} is not a step13_ring_attention --timeline file "
                          f"(missing {', '.join(missing)})")
-    for s in doc["spans"]:
-        if not all(k in s for k in ("rank", "lane", "what", "step", "start_ms", "end_ms")):
-            raise SystemExit(f"draw_ring_timeline.py: {path}: a span without rank, lane, what, step, start_ms, end_ms")
+    try:
+        guard.number(doc["gpus"], "gpus", 1, MAX_GPUS, integer=True)
+        if not isinstance(doc["spans"], list) or len(doc["spans"]) > MAX_SPANS:
+            raise guard.BadInput(f"spans should be a list of at most {MAX_SPANS}, got {guard.brief(doc['spans'])}")
+        for n, s in enumerate(doc["spans"]):
+            if not isinstance(s, dict) or not all(k in s for k in ("rank", "lane", "what", "step", "start_ms", "end_ms")):
+                raise guard.BadInput(f"spans[{n}]: not a span with rank, lane, what, step, start_ms, end_ms")
+            guard.number(s["rank"], f"spans[{n}].rank", 0, doc["gpus"] - 1, integer=True)
+            guard.number(s["step"], f"spans[{n}].step", 0, MAX_SPANS, integer=True)
+            for key in ("start_ms", "end_ms"):
+                guard.number(s[key], f"spans[{n}].{key}", -1e9, 1e9)
+            for key in ("lane", "what"):
+                if not isinstance(s[key], str):
+                    raise guard.BadInput(f"spans[{n}].{key} should be text, got {guard.brief(s[key])}")
+    except guard.BadInput as e:
+        raise SystemExit(f"draw_ring_timeline.py: {where}: {e}")
     return doc
 
 
@@ -48,7 +66,7 @@ def draw_panel(ax, doc: dict):
                     continue
                 width = max(s["end_ms"] - s["start_ms"], 1e-6)
                 ax.barh(y, width, left=s["start_ms"], height=0.8, color=COLOURS.get(s["what"], "0.5"),
-                        edgecolor="black", linewidth=0.4, label=s["what"])
+                        edgecolor="black", linewidth=0.4, label=guard.label(s["what"]))
                 ax.text(s["start_ms"] + width / 2, y, str(s["step"]), ha="center", va="center", fontsize=7)
     ax.set_xlim(left=min([0.0] + [s["start_ms"] for s in doc["spans"]]))
     ax.set_yticks([y for y, _ in rows], [label for _, label in rows], fontsize=8)
@@ -57,9 +75,9 @@ def draw_panel(ax, doc: dict):
     unique = dict(zip(labels, handles))
     ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     hops = "overlapped" if doc["overlap"] else "after each step"
-    ax.set_title(f"stage 13 ring, {doc['pass']}: {gpus} GPUs ({doc['device']}), {doc['split']} split, hops {hops}; "
-                 f"N = {doc['seq']}, H = {doc['heads']}, D = {doc['dim']}, {doc['dtype']}"
-                 f"{', causal' if doc['causal'] else ''}", fontsize=9)
+    title = (f"stage 13 ring, {doc['pass']}: {gpus} GPUs ({doc['device']}), {doc['split']} split, hops {hops}; "
+             f"N = {doc['seq']}, H = {doc['heads']}, D = {doc['dim']}, {doc['dtype']}{', causal' if doc['causal'] else ''}")
+    ax.set_title(guard.label(title, 200), fontsize=9)  # the file's words drawn as they are, on one line
 
 
 def draw(docs: list, out: Path):
@@ -105,7 +123,7 @@ def self_test() -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = guard.OneLineParser(description=__doc__.split("\n")[0])
     ap.add_argument("timeline", nargs="*", type=Path)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--self-test", action="store_true")
@@ -113,12 +131,12 @@ def main() -> int:
     if args.self_test:
         return self_test()
     if not args.timeline:
-        print("draw_ring_timeline.py: give a timeline file (step13_ring_attention --timeline FILE)", file=sys.stderr)
+        print("draw_ring_timeline.py: error: give a timeline file (step13_ring_attention --timeline FILE)", file=sys.stderr)
         return 2
     try:
         docs = [load(t) for t in args.timeline]
     except SystemExit as e:
-        print(e, file=sys.stderr)
+        print(guard.one_line(e), file=sys.stderr)
         return 2
     out = args.out or args.timeline[0].with_suffix(".png")
     draw(docs, out)
@@ -127,4 +145,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard.run_main("draw_ring_timeline.py", main))

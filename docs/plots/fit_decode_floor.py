@@ -17,12 +17,13 @@ the fixed cost a step may have and still read the cache at 75 % of that copy rat
 (default 64 MiB), each variant's medians and fitted line, and with --copy-gbps the time that is 75 %
 of the copy rate. Otherwise standard library only. Exit 2 with one line on bad input.
 """
-import argparse
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from flashcourse import guard  # noqa: E402  (one-line errors, exit 2)
+from flashcourse.decoding import check_row  # noqa: E402
 from flashcourse.results import read_results  # noqa: E402
 
 SIZES = {"k": 1024, "m": 1024 * 1024}
@@ -31,7 +32,10 @@ ELEMENT = {"float16": 2, "bfloat16": 2, "float32": 4}
 
 def size(text):
     t = text.strip().lower()
-    return int(t[:-1]) * SIZES[t[-1]] if t and t[-1] in SIZES else int(t)
+    try:
+        return int(t[:-1]) * SIZES[t[-1]] if t and t[-1] in SIZES else int(t)
+    except ValueError:
+        raise guard.BadInput("--from %s: not a length (e.g. 8k)" % guard.brief(text)) from None
 
 
 def cache_bytes(row):
@@ -105,6 +109,10 @@ def medians(docs):
     for doc in docs:
         for r in doc.get("results", []):
             if r.get("status") == "ok" and r.get("median_ms") is not None and r.get("stage") == "11":
+                check_row(r, "a %s row" % guard.brief(r["variant"], 40))
+                if r["dtype"] not in ELEMENT:
+                    raise guard.BadInput("a %s row: dtype %s is none of %s" % (guard.brief(r["variant"], 40),
+                                                                           guard.brief(r["dtype"]), ", ".join(ELEMENT)))
                 key = (r["variant"], r["seq_k"])
                 times.setdefault(key, (cache_bytes(r), []))[1].append(r["median_ms"])
     out = {}
@@ -123,7 +131,14 @@ def report(docs, start, copy_gbps):
         if len(points) < 2:
             lines.append("  fewer than two lengths >= %d: no fit" % start)
             continue
+        if len({x for x, _ in points}) < 2:
+            lines.append("  fewer than two cache sizes >= %d: no fit" % start)
+            continue
         t0, per_byte = fit(points)
+        if per_byte <= 0:
+            lines.append("  fit over Nk >= %d: the time does not grow with the cache (t0 = %.2f us): no rate" % (
+                start, t0 * 1e6))
+            continue
         worst = max(abs(t0 + per_byte * x - y) for x, y in points)
         lines.append("  fit over Nk >= %d: t0 = %.2f us, rate = %.0f GB/s (largest residual %.2f us)" % (
             start, t0 * 1e6, 1e-9 / per_byte, worst * 1e6))
@@ -154,7 +169,7 @@ def self_test():
 def main(argv):
     if argv == ["--self-test"]:
         return self_test()
-    ap = argparse.ArgumentParser(prog="fit_decode_floor.py", description="a decoding step as a fixed cost plus a rate")
+    ap = guard.OneLineParser(prog="fit_decode_floor.py", description="a decoding step as a fixed cost plus a rate")
     ap.add_argument("files", nargs="+")
     ap.add_argument("--from", dest="start", default="8k")
     ap.add_argument("--copy-gbps", type=float, default=0.0)
@@ -167,15 +182,20 @@ def main(argv):
         for path in args.files:
             docs.append(read_results(path))
     except (OSError, ValueError) as e:
-        print("fit_decode_floor.py: error: %s" % e, file=sys.stderr)
+        print("fit_decode_floor.py: error: %s" % guard.one_line(e), file=sys.stderr)
         return 2
+    if not (0 <= args.copy_gbps <= 1e6):
+        raise guard.BadInput("--copy-gbps %g: not a bandwidth (0 to 1e6 GB/s)" % args.copy_gbps)
     try:
         lines = report(docs, start, args.copy_gbps)
     except (KeyError, TypeError, AttributeError) as e:
-        print("fit_decode_floor.py: error: not a stage 11 results file (a row without %s)" % e, file=sys.stderr)
+        print("fit_decode_floor.py: error: not a stage 11 results file (a row without %s)" % guard.one_line(e), file=sys.stderr)
+        return 2
+    except guard.BadInput as e:
+        print("fit_decode_floor.py: error: not a stage 11 results file (%s)" % guard.one_line(e), file=sys.stderr)
         return 2
     if not lines:
-        print("fit_decode_floor.py: error: no ok rows with median_ms in %s" % ", ".join(args.files), file=sys.stderr)
+        print("fit_decode_floor.py: error: no ok rows with median_ms in %s" % guard.one_line(", ".join(args.files)), file=sys.stderr)
         return 2
     print("\n".join(lines))
     if args.plot:
@@ -191,4 +211,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(guard.run_main("fit_decode_floor.py", main, sys.argv[1:]))

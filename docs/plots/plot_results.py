@@ -60,7 +60,6 @@ matplotlib.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -69,6 +68,7 @@ from collections import Counter, OrderedDict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from flashcourse import guard  # noqa: E402  (one-line errors; text safe for a label)
 from flashcourse.results import READABLE as SCHEMAS, ResultsError, read_results  # noqa: E402
 
 # SCHEMAS: version 2 (docs/results_schema.md) added heads_kv, driver_bytes and error_vs_plain and
@@ -91,10 +91,18 @@ REQUIRED = {
     "seq_k": int, "dim": int, "dtype": str, "causal": bool, "status": str,
 }
 NUMERIC_OPTIONAL = ("median_ms", "tflops", "gbps", "peak_bytes", "extra_bytes")
+# What a log axis of these figures can hold: counts up to 2^40, and measured values of 0 or between
+# 1e-12 and 1e18 (an axis reaches 25 times its largest value and an eighth of its smallest; float64
+# holds both ends, and no run of the course measures past them: an exabyte, a year is 3e10 ms).
+MAX_COUNT = 2 ** 40
+VALUE_RANGE = (1e-12, 1e18)
+MAX_TEXT = 200  # characters in a stage, variant, dtype, pass or device name: one label's worth
+# What one device's set of figures can show: lines (the legend of a figure of 400 lines already
+# fills a page) and TFLOP/s panels (pass, dtype, D, causal: two per row of the figure).
+MAX_LINES = 400
+MAX_PANELS = 40
 
-
-class BadInput(Exception):
-    """Bad usage or bad input: one line on stderr, exit 2."""
+BadInput = guard.BadInput  # bad usage or bad input: one line on stderr, exit 2
 
 
 # ------------------------------------------------------------------------------------------------
@@ -168,15 +176,27 @@ def load_results(path: Path) -> dict:
         for key in ("batch", "heads", "seq_q", "seq_k", "dim"):
             if row[key] < 1:
                 raise BadInput(f"{where}: {key!r} must be at least 1, got {row[key]}")
+            if row[key] > MAX_COUNT:
+                raise BadInput(f"{where}: {key!r} = {row[key]} is past what a figure can draw (2^40)")
+        for key in ("stage", "variant", "pass", "dtype"):
+            if len(row[key]) > MAX_TEXT:
+                raise BadInput(f"{where}: {key!r} is {len(row[key])} characters long (at most {MAX_TEXT})")
+            row[key] = guard.one_line(row[key])  # drawn as it is: no control byte reaches a label
         for key in NUMERIC_OPTIONAL:
             v = row.get(key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise BadInput(f"{where}: {key!r} should be a number or null, got {v!r}")
+                raise BadInput(f"{where}: {key!r} should be a number or null, got {guard.brief(v)}")
+            if v is not None and v != 0 and not VALUE_RANGE[0] <= abs(v) <= VALUE_RANGE[1]:
+                raise BadInput(f"{where}: {key!r} = {v:g} is outside what a figure can draw (0, or "
+                               f"{VALUE_RANGE[0]:g} to {VALUE_RANGE[1]:g})")
         if row["status"] == "ok" and not _positive(row.get("median_ms")):
             raise BadInput(f"{where}: an ok row needs a positive 'median_ms'")
         row["_dtype"] = canonical_dtype(row["dtype"])
         row["_variant"] = variant_of(row)
-        row["_device"] = row.get("device") or device.get("name") or "unknown device"
+        name = row.get("device") or device.get("name") or "unknown device"
+        if not isinstance(name, str) or len(name) > MAX_TEXT:
+            raise BadInput(f"{where}: the device should be a name of at most {MAX_TEXT} characters, got {guard.brief(name)}")
+        row["_device"] = guard.one_line(name)
         row["_file"] = path
         row["_file_stage"] = doc.get("stage")
     doc["_path"] = path
@@ -192,9 +212,9 @@ def load_anchors(path: Path | None, explicit: bool) -> dict | None:
         print(f"{PROG}: note: {path} not found, drawing no anchors", file=sys.stderr)
         return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise BadInput(f"{path}: not a readable anchors JSON file ({e.__class__.__name__})") from None
+        doc = guard.read_json(path)
+    except BadInput as e:
+        raise BadInput(f"not a readable anchors JSON file: {e}") from None
     if not isinstance(doc, dict) or doc.get("schema") != ANCHORS_SCHEMA:
         raise BadInput(f"{path}: not an anchors file (expected schema {ANCHORS_SCHEMA!r})")
     return doc
@@ -414,6 +434,8 @@ class Plotter:
         import matplotlib
 
         matplotlib.use("Agg")
+        # Names from the results files are drawn as written: a `$` in one is no mathtext.
+        matplotlib.rcParams["text.parse_math"] = False
         import matplotlib.pyplot as plt
         from matplotlib import ticker, transforms
 
@@ -438,17 +460,17 @@ class Plotter:
     # -- shared pieces ---------------------------------------------------------------------------
 
     def header(self) -> str:
-        dates = sorted({str(d.get("date", ""))[:10] for d in self.docs if d.get("date")})
+        dates = sorted({guard.one_line(str(d.get("date", ""))[:10]) for d in self.docs if d.get("date")})
         when = dates[0] if len(dates) == 1 else (f"{dates[0]} … {dates[-1]}" if dates else "date unknown")
         return f"{short_device(self.device)}, {when}"
 
     def footer(self, fig) -> int:
         lines = []
         for d in self.docs:
-            cmd = " ".join(str(d.get("command", "")).split())
+            cmd = guard.one_line(" ".join(str(d.get("command", "")).split()))
             if len(cmd) > 90:
                 cmd = cmd[:87] + "..."
-            commit = str(d.get("git_commit", ""))[:10]
+            commit = guard.one_line(str(d.get("git_commit", ""))[:10])
             lines.append(f"{d['_path'].name}: stage {d.get('stage', '?')}, commit {commit or '?'}: {cmd}")
         if len(lines) > 4:
             lines = lines[:3] + [f"... and {len(lines) - 3} more results files"]
@@ -879,6 +901,17 @@ class Plotter:
         return self.written
 
 
+def check_size(selection: Selection) -> None:
+    """BadInput when a device's figures would hold more lines or TFLOP/s panels than can be drawn."""
+    for device, rows in selection.sets.items():
+        keys = list(groups_of(rows))
+        panels = {k[3:7] for k in keys}
+        if len(keys) > MAX_LINES or len(panels) > MAX_PANELS:
+            raise BadInput(f"{short_device(device)}: {len(keys)} lines in {len(panels)} panels (pass, dtype, D, "
+                           f"causal), more than a figure can show (at most {MAX_LINES} lines, {MAX_PANELS} panels); "
+                           "give fewer files, or --device")
+
+
 def anchor_notes(selection: Selection, drawn: set) -> list[str]:
     """One line per file with ok anchor rows that no figure shows (no course-stage panel of their
     pass, dtype, D and causal flag): which ones."""
@@ -1003,6 +1036,7 @@ def main(argv: list[str] | None = None) -> int:
             raise BadInput("matplotlib is not installed for this Python "
                            f"({sys.executable}); install python3-matplotlib") from None
         selection = Selection(docs, args.device)
+        check_size(selection)
         anchors_drawn: set = set()
         for device, rows in selection.sets.items():
             name = prefix if len(selection.sets) == 1 else f"{prefix}_{device_slug(device)}"
@@ -1011,11 +1045,11 @@ def main(argv: list[str] | None = None) -> int:
             anchors_drawn |= plotter.anchor_drawn
         for note in selection.notes() + anchor_notes(selection, anchors_drawn):
             print(f"{PROG}: note: {note}", file=sys.stderr)
-    except BadInput as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+    except BadInput as e:  # a ResultsError is one
+        print(f"{PROG}: error: {guard.one_line(e)}", file=sys.stderr)
         return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard.run_main(PROG, main))

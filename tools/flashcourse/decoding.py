@@ -40,3 +40,23 @@ def add_rates(row, copy_gbps):
 def decode_tflops(row):
     """4·B·Hq·Nq·Nk·D over the row's median (a decoding step's FLOPs, no mask)."""
     return 4.0 * row["batch"] * row["heads"] * row["seq_q"] * row["seq_k"] * row["dim"] / (row["median_ms"] * 1e-3) / 1e12
+
+
+# What a figure or a fit of decoding rows can take: counts of at most 2^40 (a cache of 2^40 keys is
+# past any GPU's memory) and times from a picosecond to a day, in ms. A row past them is not a
+# measurement, and its arithmetic would leave float64's range or divide by zero.
+MAX_COUNT = 2 ** 40
+MS_RANGE = (1e-9, 86400e3)
+
+
+def check_row(row, where, counts=("batch", "heads", "seq_k", "dim")):
+    """guard.BadInput naming `where` and the field unless `row` (an ok row to draw or fit) has the
+    counts named, a dtype and the median a decoding step's time needs (heads_kv: null or a count)."""
+    from . import guard
+    for key in counts:
+        guard.number(row.get(key), "%s: %s" % (where, key), 1, MAX_COUNT, integer=True)
+    if row.get("heads_kv") is not None:
+        guard.number(row["heads_kv"], "%s: heads_kv" % where, 1, MAX_COUNT, integer=True)
+    guard.number(row.get("median_ms"), "%s: median_ms" % where, *MS_RANGE)
+    if not isinstance(row.get("dtype"), str):
+        raise guard.BadInput("%s: dtype should be text, got %s" % (where, guard.brief(row.get("dtype"))))

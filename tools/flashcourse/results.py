@@ -8,6 +8,8 @@ import math
 import os
 import subprocess
 
+from . import guard
+
 SCHEMA = "flash-course-results/2"
 # The versions a reader takes: version 2 added heads_kv, driver_bytes and error_vs_plain and dropped
 # "values"; committed files of both exist.
@@ -25,7 +27,41 @@ STATUSES = {"ok", "oom", "skipped", "failed"}
 CASE_KEY = ("stage", "variant", "pass", "dtype", "dim", "causal", "batch", "heads", "heads_kv", "seq_q", "seq_k")
 
 
-class ResultsError(ValueError):
+# The type of each field a row may hold, where it holds it (docs/results_schema.md): what every
+# reader may then rely on (null where a writer had nothing to say; a tool that needs a value checks
+# for it). Numbers are finite (guard.read_json refuses others) and never negative.
+TEXT, TEXT_OR_NULL, COUNT_OR_NULL, FLAG_OR_NULL, AMOUNT_OR_NULL = range(5)
+ROW_TYPES = {
+    "stage": TEXT, "variant": TEXT, "status": TEXT, "pass": TEXT_OR_NULL, "dtype": TEXT_OR_NULL, "device": TEXT_OR_NULL,
+    "cuda_runtime": TEXT_OR_NULL, "cuda_driver": TEXT_OR_NULL, "git_commit": TEXT_OR_NULL, "reference": TEXT_OR_NULL,
+    "note": TEXT_OR_NULL, "batch": COUNT_OR_NULL, "heads": COUNT_OR_NULL, "seq_q": COUNT_OR_NULL,
+    "seq_k": COUNT_OR_NULL, "dim": COUNT_OR_NULL, "heads_kv": COUNT_OR_NULL, "causal": FLAG_OR_NULL, "verified": FLAG_OR_NULL, "verification_ok": FLAG_OR_NULL,
+    "comparison": FLAG_OR_NULL, "median_ms": AMOUNT_OR_NULL, "tflops": AMOUNT_OR_NULL, "gbps": AMOUNT_OR_NULL,
+    "peak_bytes": AMOUNT_OR_NULL, "extra_bytes": AMOUNT_OR_NULL, "driver_bytes": AMOUNT_OR_NULL,
+    "max_abs_error": AMOUNT_OR_NULL, "max_rel_error": AMOUNT_OR_NULL, "rel_error": AMOUNT_OR_NULL,
+    "error_vs_plain": AMOUNT_OR_NULL,
+}
+
+
+def _type_ok(value, kind):
+    if value is None:
+        return kind != TEXT
+    if kind in (TEXT, TEXT_OR_NULL):
+        return isinstance(value, str)
+    if kind == FLAG_OR_NULL:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == COUNT_OR_NULL:
+        return isinstance(value, int) and value >= 0
+    return isinstance(value, (int, float)) and value >= 0
+
+
+_KIND_WORDS = {TEXT: "text", TEXT_OR_NULL: "text or null", COUNT_OR_NULL: "a count or null",
+               FLAG_OR_NULL: "true, false or null", AMOUNT_OR_NULL: "a number >= 0 or null"}
+
+
+class ResultsError(guard.BadInput):
     """A results file that is missing, not JSON, or not what the schema says; the text says where."""
 
 
@@ -88,23 +124,32 @@ def write_results(path, doc, rows=None):
 
 def read_results(path, schemas=READABLE):
     """The document of a results file of one of `schemas` (ResultsError, naming the file, when it is
-    missing, unreadable, not JSON, of another schema or without a list of rows)."""
+    missing, not a regular file, unreadable, not JSON or past guard.read_json's limits, of another
+    schema or without a list of rows of objects)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ResultsError("%s: no such file (the results file was not written)" % path) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ResultsError("%s: cannot read (%s)" % (path, e.__class__.__name__)) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ResultsError("%s: not JSON (line %d, column %d: %s)" % (path, e.lineno, e.colno, e.msg)) from None
+        doc = guard.read_json(path)
+    except guard.BadInput as e:
+        text = str(e)
+        if text.endswith(": no such file"):
+            text += " (the results file was not written)"
+        raise ResultsError(text) from None
+    where = guard.one_line(path)
     if not isinstance(doc, dict) or doc.get("schema") not in schemas:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise ResultsError("%s: not a results file (schema %r, expected one of %r)" % (path, found, tuple(schemas)))
-    if not isinstance(doc.get("results"), list):
-        raise ResultsError("%s: 'results' must be a list of rows" % path)
+        raise ResultsError("%s: not a results file (schema %s, expected one of %r)" % (where, guard.brief(found), tuple(schemas)))
+    rows = doc.get("results")
+    if not isinstance(rows, list):
+        raise ResultsError("%s: 'results' must be a list of rows" % where)
+    device = doc.get("device")
+    if not (device is None or isinstance(device, str) or isinstance(device, dict) and _type_ok(device.get("name"), TEXT_OR_NULL)):
+        raise ResultsError("%s: 'device' should be an object with a text 'name', got %s" % (where, guard.brief(device)))
+    for n, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ResultsError("%s: results[%d] is %s, not an object" % (where, n, guard.brief(row)))
+        for key, kind in ROW_TYPES.items():
+            if key in row and not _type_ok(row[key], kind):
+                raise ResultsError("%s: results[%d]: %r should be %s, got %s"
+                                   % (where, n, key, _KIND_WORDS[kind], guard.brief(row[key])))
     return doc
 
 
@@ -128,11 +173,11 @@ def check_document(doc, path="results", stage=None):
         raise ResultsError("%s: stage %r, expected %r" % (path, doc["stage"], stage))
     ours = 0
     for n, row in enumerate(rows):
-        where = "%s: results[%d] (%s %s)" % (path, n, row.get("stage"), row.get("variant"))
+        where = "%s: results[%d] (%s %s)" % (path, n, guard.brief(row.get("stage"), 20), guard.brief(row.get("variant"), 40))
         missing = [k for k in ROW_FIELDS if k not in row]
         if missing:
             raise ResultsError("%s: missing fields %s" % (where, missing))
-        if row["status"] not in STATUSES:
+        if not isinstance(row["status"], str) or row["status"] not in STATUSES:
             raise ResultsError("%s: status %r is not one of %s" % (where, row["status"], sorted(STATUSES)))
         if row.get("comparison") is True and row["verified"] is not False:
             raise ResultsError("%s: a comparison row (measured, never verified) says verified %r" % (where, row["verified"]))
@@ -149,11 +194,11 @@ def check_document(doc, path="results", stage=None):
         plain = row["error_vs_plain"]  # null where no plain implementation ran (backward rows)
         if plain is not None and not _number(row, "error_vs_plain"):
             raise ResultsError("%s: error_vs_plain = %r is neither null nor a finite non-negative number" % (where, plain))
+        for key in ("median_ms", "max_abs_error", "max_rel_error", "rel_error", "peak_bytes", "extra_bytes"):
+            if not _number(row, key):
+                raise ResultsError("%s: %s = %s is not a finite non-negative number" % (where, key, guard.brief(row[key])))
         if row["pass"] == "fwd" and plain is None and row["max_abs_error"] > 0:
             raise ResultsError("%s: a forward row with an error but no error_vs_plain" % where)
-        for key in ("median_ms", "max_abs_error", "max_rel_error", "rel_error"):
-            if not _number(row, key):
-                raise ResultsError("%s: %s = %r is not a finite non-negative number" % (where, key, row[key]))
         if not (0 <= row["extra_bytes"] <= row["peak_bytes"]):
             raise ResultsError("%s: extra_bytes %r and peak_bytes %r disagree" % (where, row["extra_bytes"], row["peak_bytes"]))
     if stage is not None and ours == 0:
