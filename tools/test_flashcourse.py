@@ -6,7 +6,8 @@
 The package's pure-Python parts: sizes, the .npy writer and reader (bfloat16 sent as float32 holding
 exactly the bf16 values; float16 as float16), the tolerance rule on lists and on whole arrays (with
 NumPy, which compare_arrays takes as it takes torch), the results file (written with NaN as null, one
-row per line; read back; its fields checked), the merge of a stage's rows with the anchors; and of
+row per line; read back; its fields checked), the merge of a stage's rows with the anchors, the
+guard (JSON read with limits, one-line text, the handler around a tool's main); and of
 the scripts: the stage's command line, where the comparison goes, the anchors timed in several
 processes, and the exit code 2 of bad usage. The NumPy tests are skipped where NumPy is missing.
 (test_tolerance_agrees.py checks the rule against the C++ one.)
@@ -30,7 +31,7 @@ from contextlib import redirect_stderr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_pytorch as cp  # noqa: E402
-from flashcourse import anchors, cli, npy, results, tolerance  # noqa: E402
+from flashcourse import anchors, cli, guard, npy, results, tolerance  # noqa: E402
 
 try:
     import numpy as np
@@ -255,6 +256,47 @@ def stage_doc(stage="07"):
     return {"schema": "flash-course-results/2", "stage": stage, "device": {"name": "GPU", "cuda_driver": "13.0"},
             "results": [row("07", "v1_mma", "failed"), row("07", "v2_ldmatrix", tflops=250.0),
                         row("07", "flash", tflops=320.0), row("05", "skip", tflops=40.0)]}
+
+
+class Guard(unittest.TestCase):
+    """The limits of guard.read_json, the one-line text, and the handler around a tool's main."""
+
+    def read(self, text):
+        with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as f:
+            f.write(text if isinstance(text, bytes) else text.encode())
+        try:
+            return guard.read_json(f.name)
+        finally:
+            os.unlink(f.name)
+
+    def test_read_json_limits(self):
+        self.assertEqual(self.read('{"a": [1, 2.5, null, "[{"]}'), {"a": [1, 2.5, None, "[{"]})
+        self.assertEqual(self.read(str(2 ** 64)), 2 ** 64)  # the largest count the C++ side writes
+        for text, words in (("[" * 33 + "]" * 33, "nested"), ("9" * 21, "digits"), ("1e400", "too large"),
+                            ("NaN", "NaN"), ("-Infinity", "Infinity"), (b"\xff", "UTF-8"), ("{", "not JSON")):
+            with self.assertRaisesRegex(guard.BadInput, words):
+                self.read(text)
+        with self.assertRaisesRegex(guard.BadInput, "not a regular file"):
+            guard.read_json(tempfile.gettempdir())
+
+    def test_text(self):
+        self.assertEqual(guard.one_line("a\nb\x1b]0;t\x07"), "a\\nb\\x1b]0;t\\x07")
+        self.assertEqual(guard.label("$x^2$"), r"\$x^2\$")
+        self.assertEqual(len(guard.label("x" * 500)), 80)
+
+    def test_run_main(self):
+        def bad():
+            raise guard.BadInput("line one\nline two")
+
+        def broken():
+            raise TypeError("unhashable")
+
+        for main, words in ((bad, "line one\\nline two"), (broken, "unexpected TypeError")):
+            err = io.StringIO()
+            with redirect_stderr(err):
+                self.assertEqual(guard.run_main("tool", main), 2)
+            self.assertEqual(len(err.getvalue().splitlines()), 1, err.getvalue())
+            self.assertIn(words, err.getvalue())
 
 
 class Rows(unittest.TestCase):

@@ -8,6 +8,8 @@ command lines over it, and import nothing from each other.
     anchors    PyTorch's SDPA backends timed as anchor rows (torch passed in, never imported here)
     reference  attention from its definition in PyTorch, and the rule's verdict on tensors
     decoding   the decoding comparisons' cases, rows and rates
+    guard      bad input as one line and exit 2: JSON read with limits, checked numbers, text safe for
+               a terminal and a figure, one-line argument errors, the handler every tool's main runs under
 
 Standard library only: PyTorch is needed by the comparisons that run it, NumPy by no part.
 """
