@@ -52,8 +52,10 @@ from another file, another device than --device), or of which nothing is drawn, 
 on stderr saying why. Stage 06's deterministic backward (schema 1: variant "flash" with
 values.deterministic; schema 2: "flash-deterministic") is its own line, "flash-deterministic".
 
-Exit codes: 0 figures written; 2 bad usage or bad input (missing file, not JSON, not a results
-file, --device matching no row), with one line on stderr. Needs only the standard library and
+Exit codes: 0 figures written; 2 bad usage or bad input (missing file, not JSON or past the
+reader's limits, not a results file, a value no log axis can hold, more lines or panels than a
+figure can show, --device matching no row), with one line on stderr. Names from the files are drawn
+as written: a `$` starts no mathtext, control bytes are shown escaped. Needs only the standard library and
 matplotlib.
 """
 
