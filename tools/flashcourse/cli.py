@@ -2,13 +2,15 @@
 (exit 2), sizes such as 4k, the options the grouped-head comparisons share, a stage executable run
 with a time limit, and the closing summary with the exit code."""
 import argparse
-import json
 import subprocess
 import sys
 
+from . import guard
+
 
 class UsageError(Exception):
-    """Bad usage: one line on stderr, exit 2."""
+    """Bad usage: one line on stderr, exit 2. Not a ValueError: argparse would replace the text of
+    one raised by an option's type (sizes) with its own."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -71,7 +73,7 @@ def start(prog, parse, argv, setup):
     try:
         args = parse(argv)
     except UsageError as e:
-        print("%s: error: %s" % (prog, e), file=sys.stderr)
+        print("%s: error: %s" % (prog, guard.one_line(e)), file=sys.stderr)
         return None, 2
     found = setup(prog, args)
     return (args, found) if found is not None else (None, 2)
@@ -91,12 +93,12 @@ def stage_results(cmd, json_path, timeout, run=run_command):
     """Runs a stage (cmd writes json_path): its exit code, its output and its result rows ([] when it
     wrote none)."""
     code, output = run(cmd, timeout)
-    try:
-        with open(json_path) as f:
-            rows = json.load(f).get("results", [])
-    except (OSError, ValueError, AttributeError):
+    try:  # within the reader's limits (a stage that wrote a FIFO or 100,000 brackets wrote no rows)
+        doc = guard.read_json(json_path)
+        rows = doc.get("results", []) if isinstance(doc, dict) else []
+    except guard.BadInput:
         rows = []
-    return code, output, rows
+    return code, output, rows if isinstance(rows, list) else []
 
 
 def tail(text, lines=30):
