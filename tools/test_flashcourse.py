@@ -28,6 +28,7 @@ import sys
 import tempfile
 import unittest
 from contextlib import redirect_stderr
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_pytorch as cp  # noqa: E402
@@ -293,7 +294,8 @@ class Guard(unittest.TestCase):
 
         for main, words in ((bad, "line one\\nline two"), (broken, "unexpected TypeError")):
             err = io.StringIO()
-            with redirect_stderr(err):
+            environ = {k: v for k, v in os.environ.items() if k != "FA_TRACEBACK"}
+            with redirect_stderr(err), mock.patch.dict(os.environ, environ, clear=True):
                 self.assertEqual(guard.run_main("tool", main), 2)
             self.assertEqual(len(err.getvalue().splitlines()), 1, err.getvalue())
             self.assertIn(words, err.getvalue())

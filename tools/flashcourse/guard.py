@@ -133,7 +133,9 @@ class OneLineParser(argparse.ArgumentParser):
 
 def run_main(prog, main, *args):
     """main(*args)'s exit code, with what escapes it turned into one line on stderr: BadInput (a
-    ResultsError is one) and an unexpected exception exit 2, since what a tool is given is the likeliest cause; Ctrl-C exits 130."""
+    ResultsError is one) and an unexpected exception exit 2, since what a tool is given is the
+    likeliest cause (with FA_TRACEBACK set in the environment, an unexpected one is raised as it
+    is, traceback and all); Ctrl-C exits 130."""
     try:
         return main(*args)
     except SystemExit as e:  # a tool's own `raise SystemExit("text")`: one line too
@@ -150,6 +152,8 @@ def run_main(prog, main, *args):
     except BrokenPipeError:
         return 1  # the reader of stdout went away (e.g. `| head`): nothing left to say it to
     except (Exception, RecursionError, MemoryError) as e:  # noqa: B902 — the last line of defence
-        print("%s: error: unexpected %s (%s); the input is the likely cause"
+        if os.environ.get("FA_TRACEBACK"):
+            raise  # for whoever works on the tool: where it happened
+        print("%s: error: unexpected %s (%s); the input is the likely cause (FA_TRACEBACK=1 shows where)"
               % (prog, e.__class__.__name__, brief(str(e), 200)), file=sys.stderr)
         return EXIT_BAD_INPUT
