@@ -111,6 +111,12 @@ TEST_CASE("the allowed error follows the plain implementation's, per dtype") {
   CHECK(t32.rtol == doctest::Approx(4 * 0x1.0p-24));
   CHECK(t16.atol == doctest::Approx(fa::kPlainErrorMultiple * 1e-3 + 8 * 0x1.0p-11));
   CHECK(t16.rtol == doctest::Approx(4 * 0x1.0p-11));
+  // A float32 sum over a million keys: the bound does not go below 2·√Nk·u32·max|ref|, whatever
+  // the plain row's luck; where the plain error is larger, it rules as before.
+  const fa::Tolerance long_row = fa::tolerance_from_plain(2e-7, 0.5, fa::DType::float32, 1 << 20);
+  CHECK(long_row.atol == doctest::Approx(2 * 1024 * 0x1.0p-24 * 0.5 + 4 * 0x1.0p-24 * 0.5));
+  CHECK(fa::tolerance_from_plain(1e-3, 0.5, fa::DType::float32, 1 << 20).atol ==
+        doctest::Approx(fa::kPlainErrorMultiple * 1e-3 + 4 * 0x1.0p-24 * 0.5));
 }
 
 TEST_CASE("the printed verdict says when a row passed above the plain multiple, on the floor") {

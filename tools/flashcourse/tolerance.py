@@ -5,7 +5,7 @@ common/src/compare.cpp; test_tolerance_agrees.py runs both on one table of cases
 difference. The rule, for an output in a dtype of unit roundoff u:
 
     e      max |plain − ref| over the finite pairs (plain: the plainest implementation, or PyTorch's)
-    atol   4·e + 4u·max|ref|          rtol   4u
+    atol   max(4·e, 2√Nk·u32·max|ref|) + 4u·max|ref|   rtol   4u   (the √Nk floor for O, over Nk keys)
     pass   got == ref  or  |got − ref| <= atol + rtol·|ref|     (NaN and an unmatched Inf fail)
 
 O uses its dtype's u (the 16-bit rule for float16 and bfloat16); LSE uses float32's (the float32
@@ -24,10 +24,12 @@ def unit_roundoff(dtype):
     return dtype if isinstance(dtype, float) else UNIT_ROUNDOFF[dtype]
 
 
-def tolerance_from_plain(plain_error, max_abs_ref, dtype):
-    """(atol, rtol) from the plain implementation's error e and max|ref| (fa::tolerance_from_plain)."""
+def tolerance_from_plain(plain_error, max_abs_ref, dtype, summed_keys=0):
+    """(atol, rtol) from the plain implementation's error e and max|ref| (fa::tolerance_from_plain);
+    summed_keys > 0: the floor 2·√Nk·u32·max|ref| of a float32 sum over that many keys."""
     u = unit_roundoff(dtype)
-    return PLAIN_ERROR_MULTIPLE * plain_error + 4 * u * max_abs_ref, 4 * u
+    sum_floor = 2 * math.sqrt(summed_keys) * UNIT_ROUNDOFF["float32"] * max_abs_ref
+    return max(PLAIN_ERROR_MULTIPLE * plain_error, sum_floor) + 4 * u * max_abs_ref, 4 * u
 
 
 def tolerance_for(tol, large_logits):
