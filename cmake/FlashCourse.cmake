@@ -275,6 +275,22 @@ function(fa_add_stage_cli_tests exe)
                   COMMAND $<TARGET_FILE:${exe}> --seq 64 --json /proc/version/results.json)
   fa_add_cli_test(NAME ${exe}_cli_all_oom EXPECT 1 ${gpu} REQUIRE "nothing ran" FORBID "PASS:"
                   COMMAND $<TARGET_FILE:${exe}> --batch 64 --heads 64 --seq 1M --dim 64 --reps 1 --warmup 0)
+  # Hostile inputs (common/tests/hostile_cli.py --list names them): FIFOs and devices where a file
+  # is read or written, empty and out-of-range flag values, a scale float32 cannot hold, values
+  # past float32's range with --no-verify, control bytes in values and in cu_seqlens.txt, .npy
+  # shapes with a bool or a zero: each one line and exit 2, none a hang.
+  set(hostile_shape 1,2,6,4,8)
+  if(T_NPY_SHAPE)
+    set(hostile_shape ${T_NPY_SHAPE})
+  endif()
+  add_test(NAME ${exe}_cli_hostile
+           COMMAND ${FA_PYTHON} ${PROJECT_SOURCE_DIR}/common/tests/hostile_cli.py --shape ${hostile_shape}
+                   -- $<TARGET_FILE:${exe}>)
+  if(T_GPU)
+    set_tests_properties(${exe}_cli_hostile PROPERTIES LABELS "gpu;cli" SKIP_RETURN_CODE 77 RESOURCE_LOCK gpu TIMEOUT 900)
+  else()
+    set_tests_properties(${exe}_cli_hostile PROPERTIES LABELS "cpu;cli" TIMEOUT 300)
+  endif()
   # Large logits, large scales and large head dims are ordinary inputs: a correct stage passes.
   fa_add_cli_test(NAME ${exe}_cli_large_scale EXPECT 0 ${gpu} FORBID "FAIL"
                   COMMAND $<TARGET_FILE:${exe}> --seq 200 --heads 2 --scale 100 --causal --reps 1 --warmup 0)

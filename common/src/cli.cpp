@@ -6,7 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
+
+#include "fa/files.hpp"
 
 namespace fa {
 
@@ -38,6 +41,7 @@ void check_writable_file(const std::string& path, const std::string& flag) {
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
   if (ec) throw UsageError(flag + " " + path + ": cannot create its folder (" + ec.message() + ")");
   if (std::filesystem::is_directory(file, ec)) throw UsageError(flag + " " + path + ": is a folder");
+  require_writable_kind(path, flag);  // before the probe: opening a FIFO would wait for a reader
   const bool existed = std::filesystem::exists(file, ec);
   {
     std::ofstream probe(path, std::ios::app);  // opens without truncating what is there
@@ -86,10 +90,11 @@ StageCli::StageCli(CliSpec spec) : spec_(std::move(spec)), app_(std::make_unique
   size_option("--dim", p.dim,
               "head dimension D (default " + std::to_string(p.dim) + (dims.empty() ? "" : "; supported: " + dims) + ")");
   a.add_flag("--causal", p.causal, "query i sees key j iff j <= i + (Nk - Nq)")->group("problem");
-  a.add_option("--scale", p.scale, "softmax scale (default 1/sqrt(D))")->group("problem");
+  a.add_option("--scale", scale_, "softmax scale (default 1/sqrt(D))")->group("problem");
   dtype_ = to_string(spec_.defaults.dtype);  // the stage's default (stage 07: bfloat16)
   a.add_option("--dtype", dtype_, "element type: " + dtypes)->capture_default_str()->group("problem");
-  a.add_option("--seed", options_.seed, "seed of the random inputs")->capture_default_str()->group("problem");
+  seed_ = std::to_string(options_.seed);
+  a.add_option("--seed", seed_, "seed of the random inputs (0 to 2^64-1)")->capture_default_str()->group("problem");
   a.add_option("--inputs", inputs_, "normal | large-logits | ramp")->capture_default_str()->group("problem");
   a.add_option("--sweep", sweep_, "sequence lengths to run (default " + sweep + "; k and M suffixes)")->type_name("LIST")->group("run");
   a.add_option("--reps", options_.reps, "timed repetitions per case (median reported)")->group("run");
@@ -113,18 +118,28 @@ std::optional<int> StageCli::parse(int argc, const char* const* argv) {
   for (int i = 0; i < argc; ++i) options_.command_line += (i ? " " : "") + std::string(argv[i]);
   try {
     app_->parse(argc, argv);
+    require_values();
     finish();
   } catch (const CLI::CallForHelp&) {
     std::cout << app_->help();
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::cerr << spec_.program << ": error: " << e.what() << " (see --help)\n";
+    std::cerr << spec_.program << ": error: " << one_line(e.what()) << " (see --help)\n";
     return 2;
   } catch (const UsageError& e) {
     std::cerr << spec_.program << ": error: " << e.what() << "\n";
     return 2;
   }
   return std::nullopt;
+}
+
+void StageCli::require_values() const {
+  // CLI11 takes `--load ""` as an empty value, which the stages would read as "not given" (random
+  // inputs instead of the files, no results file): an empty value is refused, for every option.
+  for (const CLI::Option* opt : app_->get_options())
+    if (opt->get_expected_min() > 0)
+      for (const std::string& value : opt->results())
+        if (value.empty()) throw UsageError(opt->get_name() + " needs a value; it was given an empty one");
 }
 
 void StageCli::finish() {
@@ -138,7 +153,23 @@ void StageCli::finish() {
   if (o.reps < 0 || o.reps > 100000) throw UsageError("--reps must be in 1..100000");
   if (o.warmup < -1 || o.warmup > 1000) throw UsageError("--warmup must be in 0..1000");
   if (o.mem_limit_gb < 0 || !std::isfinite(o.mem_limit_gb)) throw UsageError("--mem-limit-gb must be positive");
-  if (!std::isfinite(p.scale) || p.scale < 0) throw UsageError("--scale must be a positive finite number");
+  // The scale is a float32 and 0 means the default, so a value that rounds to 0 (or to inf) would
+  // run the default silently: refused. So is an explicit 0.
+  if (app_->count("--scale") > 0) {
+    if (!(scale_ >= std::numeric_limits<float>::min() && scale_ <= std::numeric_limits<float>::max())) {
+      char got[32];
+      std::snprintf(got, sizeof got, "%g", scale_);
+      throw UsageError(std::string("--scale must be a positive float32, from 1.2e-38 to 3.4e+38, got ") + got);
+    }
+    p.scale = static_cast<float>(scale_);
+  }
+  {  // the seed: digits only, within 64 bits (CLI11 would wrap -1 and saturate 2^64)
+    std::uint64_t seed = 0;
+    const auto [ptr, ec] = std::from_chars(seed_.data(), seed_.data() + seed_.size(), seed);
+    if (seed_.empty() || ec != std::errc() || ptr != seed_.data() + seed_.size())
+      throw UsageError("--seed expects an integer from 0 to 18446744073709551615, got '" + seed_ + "'");
+    o.seed = seed;
+  }
 
   const std::int64_t seq = seq_.empty() ? 0 : parse_size(seq_, "--seq");
   std::int64_t seq_q = seq_q_.empty() ? 0 : parse_size(seq_q_, "--seq-q");

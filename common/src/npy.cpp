@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fa/files.hpp"
 #include "fa/problem.hpp"
 
 namespace fa {
@@ -336,11 +337,12 @@ NpyHeader parse_npy_header(std::string_view dict_text, const std::string& name) 
     if (!found[k]) bad(name, "the header has no '" + std::string(kKeys[k]) + "' key");
   const Value &descr = *found[0], &fortran = *found[1], &shape = *found[2];
 
-  // Python's bool is an int, so NumPy takes True and False as dimensions 1 and 0; so do we.
+  // Python's bool is an int and format.py lets (True, 3) through, but np.load then refuses it
+  // (NumPy takes no bool as a dimension): refused here too.
   if (shape.kind != Value::Kind::tuple)
     bad(name, "shape is not valid: it is " + kind_name(shape) + ", not a tuple of ints");
   for (const Value& dim : shape.items)
-    if (dim.kind != Value::Kind::integer && dim.kind != Value::Kind::boolean)
+    if (dim.kind != Value::Kind::integer)
       bad(name, "shape is not valid: it holds " + kind_name(dim) + ", not only ints");
   if (fortran.kind != Value::Kind::boolean) bad(name, "fortran_order is not a valid bool: it is " + kind_name(fortran));
   if (fortran.number != 0) bad(name, "Fortran order is not supported; save with C order");
@@ -381,6 +383,7 @@ NpyArray read_npy_bytes(std::string_view bytes, const std::string& name) {
 }
 
 NpyArray read_npy(const std::string& path) {
+  require_regular_file(path, "");  // a FIFO would block, a device never end
   std::error_code ec;
   const std::uint64_t size = std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
@@ -401,12 +404,11 @@ void write_npy(const std::string& path, const std::vector<std::int64_t>& shape, 
   std::string dict =
       "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + (shape.size() == 1 ? ",), }" : "), }");
   dict += std::string((64 - (10 + dict.size() + 1) % 64) % 64, ' ') + '\n';  // the data starts on a 64-byte boundary
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw UsageError(path + ": cannot open for writing");
-  out.write("\x93NUMPY\x01\x00", 8);  // format 1.0, then the header length as a uint16 LE
-  out << static_cast<char>(dict.size() & 0xFF) << static_cast<char>(dict.size() >> 8) << dict;
-  out.write(reinterpret_cast<const char*>(values), count * static_cast<std::streamsize>(sizeof(float)));
-  if (!out) throw UsageError(path + ": write failed");
+  write_file_checked(path, "", [&](std::ostream& out) {
+    out.write("\x93NUMPY\x01\x00", 8);  // format 1.0, then the header length as a uint16 LE
+    out << static_cast<char>(dict.size() & 0xFF) << static_cast<char>(dict.size() >> 8) << dict;
+    out.write(reinterpret_cast<const char*>(values), count * static_cast<std::streamsize>(sizeof(float)));
+  });
 }
 
 }  // namespace fa

@@ -14,7 +14,7 @@ HostTensor read_npy_tensor(const std::string& path) {
   }
   HostTensor t(Shape4{a.shape[0], a.shape[1], a.shape[2], a.shape[3]}, a.dtype);
   if (t.bytes() != a.data.size()) throw UsageError(path + ": the data does not match its shape");
-  std::memcpy(t.raw(), a.data.data(), a.data.size());
+  if (!a.data.empty()) std::memcpy(t.raw(), a.data.data(), a.data.size());  // a zero dimension: no buffer at all
   return t;
 }
 

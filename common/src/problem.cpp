@@ -9,6 +9,26 @@ namespace fa {
 
 const char* to_string(Pass pass) { return pass == Pass::forward ? "fwd" : "bwd"; }
 
+std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [&out](unsigned char b) { out += {'\\', 'x', "0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 15]}; };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {  // U+0080..U+009F: a terminal may take it as CSI, OSC...
+      hex(c);
+      hex(next);
+      ++i;
+    } else if (c < 0x20 || c == 0x7F) {
+      hex(c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 float Problem::softmax_scale() const {
   return scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(dim));
 }

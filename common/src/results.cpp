@@ -1,11 +1,14 @@
 #include "fa/results.hpp"
 
+#include "fa/files.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <ostream>
 
 #ifndef FA_GIT_COMMIT
 #define FA_GIT_COMMIT "unknown"
@@ -116,25 +119,24 @@ void write_results_json(const std::string& path, const std::string& stage, const
   doc["device"] = device;
   doc["results"] = ordered_json::array();
   for (const ResultRow& r : rows) doc["results"].push_back(row_json(r, meta));
-  std::ofstream out(path);
-  if (!out) throw UsageError(path + ": cannot open for writing");
-  // One result per line: diffs of committed results files stay readable.
-  out << "{\n";
-  std::size_t i = 0;
-  for (const auto& [key, value] : doc.items()) {
-    out << "  " << ordered_json(key).dump() << ": ";
-    if (key == "results") {
-      out << "[";
-      for (std::size_t r = 0; r < value.size(); ++r)
-        out << (r ? "," : "") << "\n    " << value[r].dump(-1, ' ', false, ordered_json::error_handler_t::replace);
-      out << "\n  ]";
-    } else {
-      out << value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  write_file_checked(path, "", [&](std::ostream& out) {
+    // One result per line: diffs of committed results files stay readable.
+    out << "{\n";
+    std::size_t i = 0;
+    for (const auto& [key, value] : doc.items()) {
+      out << "  " << ordered_json(key).dump() << ": ";
+      if (key == "results") {
+        out << "[";
+        for (std::size_t r = 0; r < value.size(); ++r)
+          out << (r ? "," : "") << "\n    " << value[r].dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+        out << "\n  ]";
+      } else {
+        out << value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+      }
+      out << (++i < doc.size() ? ",\n" : "\n");
     }
-    out << (++i < doc.size() ? ",\n" : "\n");
-  }
-  out << "}\n";
-  if (!out) throw UsageError(path + ": write failed");
+    out << "}\n";
+  });
 }
 
 }  // namespace fa

@@ -16,6 +16,7 @@
 
 #include "fa/backward.hpp"
 #include "fa/chart.hpp"
+#include "fa/files.hpp"
 #include "fa/npy.hpp"
 #include "fa/packed.hpp"
 #include "fa/parallel.hpp"
@@ -163,10 +164,37 @@ void require_finite_scores(const Problem& p, const AttentionData& in_any) {
     }
 }
 
+// The flash stages (02 on) keep the un-normalized sum Σ_j exp(s_j - m)·v_j of a row in float32
+// before they divide by the softmax's denominator; each weight is at most 1, so the sum is bounded
+// by Nk·max|v|. A V whose sum could pass float32's range would give inf outputs, with or without
+// the verification: refused, naming its first element that is too large. The rule is the same for
+// every stage, so that a file either runs on all of them or on none.
+void require_bounded_values(const Problem& p, const HostTensor& v) {
+  const double limit = std::numeric_limits<float>::max() / static_cast<double>(std::max<std::int64_t>(p.seq_k, 1));
+  std::mutex mutex;
+  std::int64_t first = v.numel();
+  parallel_ranges(v.numel(), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t n = begin; n < end; ++n)
+      if (std::fabs(v.get(n)) > limit) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        first = std::min(first, n);
+        return;
+      }
+  });
+  if (first == v.numel()) return;
+  const Shape4 s = v.shape();
+  const std::int64_t n = first, d = n % s.d, i = n / s.d % s.n, h = n / (s.d * s.n) % s.h, b = n / (s.d * s.n * s.h);
+  throw UsageError("v[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
+                   std::to_string(d) + "] is " + fmt("%g", v.get(n)) + ": with Nk = " + std::to_string(p.seq_k) +
+                   " keys, |v| must stay below " + fmt("%.3g", limit) +
+                   " (float32's largest value / Nk), or the softmax's un-normalized sum of Nk·|v| could overflow");
+}
+
 void check_case_inputs(const Problem& p, const AttentionData& in, Pass pass) {
   require_finite(in.q, "q");
   require_finite(in.k, "k");
   require_finite(in.v, "v");
+  require_bounded_values(p, in.v);
   if (pass == Pass::backward) require_finite(in.d_o, "do");
   require_finite_scores(p, in);
 }
@@ -190,11 +218,8 @@ namespace {
 
 // cu_seqlens.txt: integers separated by commas or whitespace, starting at 0, strictly increasing.
 std::vector<std::int64_t> read_offsets(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw UsageError("--load: cannot read " + path);
-  std::stringstream text;
-  text << f.rdbuf();
-  std::string all = text.str();
+  // 16 MiB holds the offsets of millions of sequences: a larger file (or /dev/zero) is no such list.
+  std::string all = read_small_file(path, std::uint64_t{1} << 24, "--load");
   std::replace(all.begin(), all.end(), ',', ' ');
   std::istringstream in(all);
   std::vector<std::int64_t> cu;

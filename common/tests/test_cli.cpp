@@ -1,5 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -146,6 +150,43 @@ TEST_CASE("bad usage is one clear line that names the problem, exit code 2") {
   // B·H·N·D past 64-bit sizes is refused, not wrapped around.
   CHECK(error_of({"--batch", "16M", "--heads", "1M", "--seq", "1M", "--dim", "32"}).find("64-bit") !=
         std::string::npos);
+}
+
+TEST_CASE("an empty value, a seed past 64 bits, a scale float32 cannot hold: refused, never read as the default") {
+  for (const char* flag : {"--load", "--json", "--save", "--seq", "--sweep", "--seq-lens", "--seq-q", "--seq-k",
+                           "--scale", "--seed", "--reps", "--mem-limit-gb", "--dtype", "--variant"}) {
+    CAPTURE(flag);
+    CHECK(error_of({flag, ""}).find(flag) != std::string::npos);
+  }
+  CHECK(error_of({"--json="}).find("--json") != std::string::npos);
+  CHECK(error_of({"--seed", "18446744073709551616"}).find("--seed") != std::string::npos);
+  CHECK(error_of({"--seed", "-1"}).find("--seed") != std::string::npos);
+  CHECK(error_of({"--seed", "0x10"}).find("--seed") != std::string::npos);
+  CHECK(parse({"--seed", "18446744073709551615"}).options.seed == 18446744073709551615ull);
+  CHECK(error_of({"--scale", "1e-50"}).find("--scale") != std::string::npos);  // rounds to 0 in float32
+  CHECK(error_of({"--scale", "0"}).find("--scale") != std::string::npos);      // 0 would mean the default
+  CHECK(error_of({"--scale", "1e39"}).find("--scale") != std::string::npos);
+  CHECK(parse({"--scale", "1e-30"}).options.problem.scale == 1e-30f);
+  CHECK(parse({}).options.problem.scale == 0.0f);  // not given: the default 1/sqrt(D)
+}
+
+TEST_CASE("values with control bytes are echoed escaped, on one line") {
+  const std::string err = error_of({"--dtype", "\x1b]0;title\a\nnext"});
+  CHECK(err.find("\\x1b]0;title\\x07\\x0anext") != std::string::npos);
+  CHECK(std::count_if(err.begin(), err.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }) == 1);
+  CHECK(fa::one_line(std::string("a\0b\x7f\xc2\x9b[31m\xc3\xa9", 12)) == "a\\x00b\\x7f\\xc2\\x9b[31m\xc3\xa9");
+  CHECK(std::string(fa::UsageError(std::string("nul\0here", 8)).what()) == "nul\\x00here");
+}
+
+TEST_CASE("--json, --save: only regular files are written, and a FIFO is refused before it can block") {
+  const auto dir = std::filesystem::temp_directory_path() / "fa_test_cli_fifo";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "results.json").string();
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(error_of({"--json", fifo}).find("FIFO") != std::string::npos);
+  CHECK(error_of({"--json", "/dev/full"}).find("character device") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("--help prints the flags, the stage's own too, and exits 0") {

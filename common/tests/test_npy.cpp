@@ -1,14 +1,18 @@
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "fa/dtype.hpp"
+#include "fa/files.hpp"
 #include "fa/npy.hpp"
 #include "fa/problem.hpp"
 
@@ -146,7 +150,6 @@ TEST_CASE("headers that NumPy accepts are accepted") {
       "{'descr': '<f8', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}",  // the last wins
       "{'descr': '<f4', 'fortran_order': False, 'shape': ((2, 3))}",               // parenthesised
       "{'descr': '<f4', 'fortran_order': False, 'shape': (0b10, 0o3)}",            // other bases
-      "{'descr': '<f4', 'fortran_order': False, 'shape': (True, 6)}",  // a bool is an int in Python
       "\n# leading comment\n{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}\n\n  \n",
   };
   for (const auto& dict : dicts) {
@@ -215,6 +218,8 @@ TEST_CASE("headers and files that NumPy refuses are refused with one clean line"
   expect_refused(with_shape("[2, 3]"), "shape is not valid");
   expect_refused(with_shape("(2, '3')"), "shape is not valid");
   expect_refused(with_shape("(2, None)"), "shape is not valid");
+  expect_refused(with_shape("(True, 6)"), "shape is not valid");  // np.load refuses a bool dimension
+  expect_refused(with_shape("(False,)"), "shape is not valid");
   expect_refused(with_shape("6"), "shape is not valid");
   expect_refused(with_shape("(-1,)"), "negative");
   expect_refused(with_shape("(-(-6),)"), "sign");
@@ -293,4 +298,40 @@ TEST_CASE("read_npy checks the header and the size before reading the data") {
   std::remove(path.c_str());
   CHECK_THROWS_AS(fa::read_npy(temp_path("does_not_exist.npy")), fa::UsageError);
   CHECK_THROWS_AS(fa::read_npy(std::filesystem::temp_directory_path().string()), fa::UsageError);
+}
+
+TEST_CASE("only regular files are read or written: a FIFO or a device is refused, not waited on") {
+  const std::string fifo = temp_path("fifo.npy");
+  std::remove(fifo.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(fa::read_npy(fifo), doctest::Contains("FIFO"), fa::UsageError);
+  const float one = 1.0f;
+  CHECK_THROWS_WITH_AS(fa::write_npy(fifo, {1}, &one), doctest::Contains("FIFO"), fa::UsageError);
+  std::remove(fifo.c_str());
+  CHECK_THROWS_WITH_AS(fa::read_npy("/dev/zero"), doctest::Contains("character device"), fa::UsageError);
+  CHECK_THROWS_WITH_AS(fa::write_npy("/dev/full", {1}, &one), doctest::Contains("character device"), fa::UsageError);
+  CHECK_THROWS_WITH_AS(fa::read_small_file("/dev/zero", 100, "--load"), doctest::Contains("--load /dev/zero"),
+                       fa::UsageError);
+}
+
+TEST_CASE("a write counts only once flushed and closed without error") {
+  const std::string path = temp_path("checked.txt");
+  fa::write_file_checked(path, "--json", [](std::ostream& out) { out << "ok\n"; });
+  CHECK(fa::read_small_file(path, 100, "--json") == "ok\n");
+  CHECK_THROWS_WITH_AS(fa::read_small_file(path, 2, "--json"), doctest::Contains("more than"), fa::UsageError);
+  // A stream that fails on the way (as on a full disk) is an error, not "written".
+  CHECK_THROWS_WITH_AS(fa::write_file_checked(path, "--json", [](std::ostream& out) { out.setstate(std::ios::badbit); }),
+                       doctest::Contains(": write failed"), fa::UsageError);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a shape with a zero dimension reads as an empty tensor, without touching a null buffer") {
+  const fa::HostTensor t = [] {
+    const std::string path = temp_path("empty.npy");
+    write_bytes(path, npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 0, 8)}"));
+    fa::HostTensor read = fa::read_npy_tensor(path);
+    std::remove(path.c_str());
+    return read;
+  }();
+  CHECK(t.numel() == 0);
 }

@@ -63,11 +63,13 @@ class StageCli {
   const RunOptions& options() const { return options_; }
 
  private:
+  void require_values() const;  // no option given an empty value; throws UsageError
   void finish();  // from the raw flags to options_.sizes; throws UsageError
   CliSpec spec_;
   std::unique_ptr<CLI::App> app_;
   RunOptions options_;
-  std::string seq_, seq_q_, seq_k_, sweep_, dtype_ = "float32", inputs_ = "normal", seq_lens_;
+  std::string seq_, seq_q_, seq_k_, sweep_, dtype_ = "float32", inputs_ = "normal", seq_lens_, seed_;
+  double scale_ = 0.0;  // read as a double, so that a value float32 cannot hold is seen and refused
 };
 
 // Parses "512,1024,2k,1M" style lists; throws UsageError naming the flag.

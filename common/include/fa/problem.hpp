@@ -18,15 +18,23 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fa/dtype.hpp"
 
 namespace fa {
 
+// Text for a message that must stay one line on the user's terminal: control bytes (newline,
+// escape, NUL...) and the C1 controls' UTF-8 forms become \xNN, so that a value typed or read
+// from a file can neither split the message nor send a terminal escape sequence.
+std::string one_line(std::string_view text);
+
 // Thrown for bad usage or bad input: the executables print its message on one line and exit 2.
+// The message is made one line here, whatever values it quotes (a NUL in one would otherwise cut
+// what() short).
 struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit UsageError(std::string_view why) : std::runtime_error(one_line(why)) {}
 };
 
 // Forward only, or forward then backward.
