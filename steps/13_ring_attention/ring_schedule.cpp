@@ -25,6 +25,13 @@ const char* to_string(Block block) {
   return "?";
 }
 
+void require_schedulable(std::int64_t tokens, int gpus) {
+  if (tokens < 1 || tokens > kMaxScheduleTokens)
+    throw UsageError("--seq must be from 1 to 2048M tokens (the N² pairs are counted in 64-bit integers), got " +
+                     std::to_string(tokens));
+  if (gpus < 1) throw UsageError("--gpus must be at least 1, got " + std::to_string(gpus));
+}
+
 std::vector<Chunk> cut(std::int64_t tokens, int pieces) {
   std::vector<Chunk> chunks;
   const std::int64_t base = tokens / pieces, longer = tokens % pieces;
@@ -62,6 +69,7 @@ std::int64_t visible_pairs(Chunk q, Chunk k, bool causal) {
 }
 
 std::int64_t step_work(std::int64_t tokens, int gpus, Split split, bool causal, int rank, int step) {
+  require_schedulable(tokens, gpus);
   const std::vector<Chunk> queries = rank_chunks(tokens, gpus, split, rank);
   const std::vector<Chunk> keys = rank_chunks(tokens, gpus, split, block_owner(rank, step, gpus));
   std::int64_t pairs = 0;
@@ -71,6 +79,7 @@ std::int64_t step_work(std::int64_t tokens, int gpus, Split split, bool causal, 
 }
 
 Balance balance(std::int64_t tokens, int gpus, Split split, bool causal) {
+  require_schedulable(tokens, gpus);
   Balance b;
   for (int step = 0; step < gpus; ++step) {
     std::int64_t busiest = 0;

@@ -38,6 +38,12 @@ struct Chunk {
   bool operator==(const Chunk&) const = default;
 };
 
+// The longest sequence whose work is counted: all N² (query, key) pairs fit a signed 64-bit count.
+inline constexpr std::int64_t kMaxScheduleTokens = std::int64_t{1} << 31;
+// Throws UsageError unless 1 <= tokens <= kMaxScheduleTokens and 1 <= gpus (step_work and balance
+// call it; a command line calls it before printing anything).
+void require_schedulable(std::int64_t tokens, int gpus);
+
 // The sequence cut into `pieces` chunks in order; the first N mod pieces one token longer.
 std::vector<Chunk> cut(std::int64_t tokens, int pieces);
 

@@ -59,12 +59,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "step13_ring_schedule: %s\n", e.what());
+    std::fprintf(stderr, "step13_ring_schedule: error: %s (see --help)\n", fa::one_line(e.what()).c_str());
     return 2;
   }
   try {
     const long long tokens = fa::parse_size(seq, "--seq");
-    if (tokens < 1) throw fa::UsageError("--seq must be at least 1");
+    require_schedulable(tokens, gpus);
     const Split split = parse_split(split_name);
     std::printf("ring of %d GPUs, N = %lld tokens, %s split%s\n\n", gpus, tokens, to_string(split), causal ? ", causal" : "");
     for (int r = 0; r < gpus; ++r)
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const fa::UsageError& e) {
-    std::fprintf(stderr, "step13_ring_schedule: %s\n", e.what());
+    std::fprintf(stderr, "step13_ring_schedule: error: %s\n", e.what());
     return 2;
   }
 }
