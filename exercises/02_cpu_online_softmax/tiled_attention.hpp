@@ -40,7 +40,8 @@
 // Common mistakes: forgetting to rescale l and Õ by exp(m_old − m_new) (wrong by a factor when a
 // later tile raises the max); computing exp(−inf − (−inf)) = NaN for a row that has seen no key
 // yet; dividing by l after every tile instead of once; skipping a Q tile by its first row instead
-// of its last (the last row sees the most keys).
+// of its last (the last row sees the most keys); no skip at all (the results are the same, the
+// time is not: the check counts the tiles folded).
 //
 // Given: the workspace (one score tile, and m, l for every query row of a head, measured by the
 // meter), the loop over the heads, and the start of each head: Õ = 0, m = −inf, l = 0.
