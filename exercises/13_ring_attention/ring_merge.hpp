@@ -25,7 +25,7 @@
 // Stuck? `./course hint ex13` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: log(exp(a) + exp(b)) as written (overflows past 88 in float); forgetting to
 // store the new LSE (the next block then gets the wrong weight); updating LSE before computing the
-// old pair's weight; log(1 + x) for log1p(x) (1 + x rounds to 1 when x is below float's epsilon,
+// old pair's weight; log(1 + x) for log1p(x) (1 + x rounds to 1 in float for x below 6e-8,
 // so two LSEs 40 apart around 0 give 0 instead of 4e-18: the checks try it).
 // The chapter is docs/13_ring_attention.md; the answer is solutions/13_ring_attention/ring_merge.hpp.
 #pragma once
