@@ -22,8 +22,8 @@
 // Stuck? `./course hint ex11` shows a hint, one at a time (3 in all, each nearer the code).
 // Common mistakes: summing exp(LSE_s) directly (overflows for LSE_s > 88); forgetting the stride
 // (the parts of one row are `stride` floats apart); returning NaN for a row without keys;
-// starting the running max at 0 instead of −inf (when every LSE_s is below about −87, each
-// exp(LSE_s − 0) is 0 in float and the log gives −inf: the checks try {−200, −201}).
+// starting the running max at 0 instead of −inf (below about −87, exp(LSE_s − 0) underflows
+// float, to 0 far enough down, and the log gives −inf: the checks try {−200, −201}).
 // The chapter is docs/11_decoding.md; the answer is solutions/11_decoding/split_merge.hpp.
 #pragma once
 
