@@ -56,6 +56,9 @@ void check_writable_dir(const std::string& dir, const std::string& flag) {
   if (ec || !std::filesystem::is_directory(dir))
     throw UsageError(flag + " " + dir + ": cannot create the folder" + (ec ? " (" + ec.message() + ")" : ""));
   check_writable_file((std::filesystem::path(dir) / ".fa_write_probe").string(), flag);
+  // The files --save writes (fa/stage.hpp's save_outputs), before a long run rather than after it.
+  for (const char* name : {"o.npy", "lse.npy", "dq.npy", "dk.npy", "dv.npy", "do.npy"})
+    require_writable_kind((std::filesystem::path(dir) / name).string(), flag);
 }
 
 StageCli::StageCli(CliSpec spec) : spec_(std::move(spec)), app_(std::make_unique<CLI::App>()) {

@@ -91,7 +91,7 @@ def cases(tmp, inputs):
         out = folder("save_fifo")
         os.makedirs(out)
         os.mkfifo(os.path.join(out, "o.npy"))
-        return ["--load", inputs.write(folder("save_in")), "--save", out], 2, ["FIFO"]
+        return ["--load", inputs.write(folder("save_in")), "--save", out], 2, ["FIFO"]  # before the run
 
     def full_json():
         return ["--seq", "64", "--json", "/dev/full"], 2, ["--json /dev/full"]
