@@ -5,6 +5,12 @@
 function(fa_find_python)
   find_package(Python3 COMPONENTS Interpreter QUIET)
   set(candidates)
+  # A Python given or chosen before comes first, but is kept only while it still qualifies: once
+  # matplotlib is installed for another Python, a later configure moves to that one (the cache alone
+  # would keep the first choice forever, and the plot tests would run a Python without matplotlib).
+  if(DEFINED CACHE{FA_PYTHON} AND EXISTS "${FA_PYTHON}")
+    list(APPEND candidates ${FA_PYTHON})
+  endif()
   if(Python3_EXECUTABLE)
     list(APPEND candidates ${Python3_EXECUTABLE})
   endif()
@@ -28,7 +34,7 @@ function(fa_find_python)
     endif()
     message(STATUS "matplotlib not found for ${chosen}: the plots are left out (Debian package python3-matplotlib)")
   endif()
-  set(FA_PYTHON ${chosen} CACHE FILEPATH "Python 3 for the plot tool and test runners")
+  set(FA_PYTHON ${chosen} CACHE FILEPATH "Python 3 for the plot tool and test runners" FORCE)
   set(FA_PLOTS_AVAILABLE ${FA_PLOTS_AVAILABLE} PARENT_SCOPE)
 endfunction()
 
