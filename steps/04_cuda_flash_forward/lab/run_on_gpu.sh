@@ -16,25 +16,8 @@ exe=$s4/step04_cuda_flash_forward
 mkdir -p "$out"
 reps="--reps 10 --warmup 2"
 failures=0
-run() {  # run NAME COMMAND...: COMMAND's output into OUT/NAME.log, one line of how it ended
-  local name=$1
-  shift
-  "$@" >"$out/$name.log" 2>&1
-  local code=$?
-  echo "$name: exit $code"
-  [ $code -eq 0 ] || failures=$((failures + 1))
-}
-merge() {  # merge OUT IN...: one results file whose "results" are all the inputs' rows
-  python3 - "$@" <<'PY'
-import json, sys
-out, ins = sys.argv[1], sys.argv[2:]
-docs = [json.load(open(p)) for p in ins]
-merged = docs[0]
-merged["results"] = [r for d in docs for r in d["results"]]
-merged["command"] = " ; ".join(d.get("command", "") for d in docs)
-json.dump(merged, open(out, "w"), indent=1)
-PY
-}
+# run and merge: tools/lab_steps.sh
+source "$(dirname "$0")/../../../tools/lab_steps.sh"
 
 if [[ $what == tests || $what == all ]]; then
   run ctest ctest --test-dir "$build" -R "step04|ex04" --output-on-failure

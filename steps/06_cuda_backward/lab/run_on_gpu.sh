@@ -23,14 +23,8 @@ steps=("$@")
 exe=$build/steps/06_cuda_backward/step06_cuda_backward
 mkdir -p "$out"
 failures=0
-run() {  # run NAME COMMAND...: COMMAND's output into OUT/NAME.log, one line of how it ended
-  local name=$1
-  shift
-  "$@" >"$out/$name.log" 2>&1
-  local code=$?
-  echo "$name: exit $code"
-  [ $code -eq 0 ] || failures=$((failures + 1))
-}
+# run and merge: tools/lab_steps.sh
+source "$(dirname "$0")/../../../tools/lab_steps.sh"
 for what in "${steps[@]}"; do
   case $what in
     tests)

@@ -16,15 +16,8 @@ exe=$s/step08_tensor_core_backward
 mkdir -p "$out"
 failures=0
 want() { [[ " $parts " == *" $1 "* ]]; }
-run() {  # run NAME COMMAND...: COMMAND's output into OUT/NAME.log, one line of how it ended
-  local name=$1
-  shift
-  local start=$SECONDS
-  "$@" >"$out/$name.log" 2>&1
-  local code=$?
-  echo "$name: exit $code, $((SECONDS - start)) s"
-  [ $code -eq 0 ] || failures=$((failures + 1))
-}
+# run and merge: tools/lab_steps.sh
+source "$(dirname "$0")/../../../tools/lab_steps.sh"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$out/gpu.txt"
 
 want tests && run ctest ctest --test-dir "$build" -R "step08|ex08" --output-on-failure

@@ -21,15 +21,8 @@ parts=${PARTS:-tests splits profile floor decode stream}
 want() { [[ " $parts " == *" $1 "* ]]; }
 mkdir -p "$out"
 failures=0
-run() {  # run NAME COMMAND...: COMMAND's output into OUT/NAME.log, one line of how it ended
-  local name=$1
-  shift
-  local start=$SECONDS
-  "$@" >"$out/$name.log" 2>&1
-  local code=$?
-  echo "$name: exit $code, $((SECONDS - start)) s"
-  [ $code -eq 0 ] || failures=$((failures + 1))
-}
+# run and merge: tools/lab_steps.sh
+source "$(dirname "$0")/../../../tools/lab_steps.sh"
 have_torch() { python3 -c "import torch" 2>/dev/null || { echo "$1: skipped (no PyTorch)"; false; }; }
 
 if want tests; then

@@ -11,15 +11,8 @@ out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR]} build=${2:-build}
 exe=$build/steps/12_variable_lengths/step12_variable_lengths
 mkdir -p "$out"
 failures=0
-run() {  # run NAME COMMAND...: COMMAND's output into OUT/NAME.log, one line of how it ended
-  local name=$1
-  shift
-  local start=$SECONDS
-  "$@" >"$out/$name.log" 2>&1
-  local code=$?
-  echo "$name: exit $code, $((SECONDS - start)) s"
-  [ $code -eq 0 ] || failures=$((failures + 1))
-}
+# run and merge: tools/lab_steps.sh
+source "$(dirname "$0")/../../../tools/lab_steps.sh"
 
 run test_step12 "$build/steps/12_variable_lengths/test_step12"
 # Grouped prefill (32 query heads on 8 K/V heads) against the same kernel on K/V repeated to Hq:

@@ -16,15 +16,8 @@ exe=$s/step13_ring_attention
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0  # NVLink multicast off: the ring sends point to point
 failures=0
-run() {  # run NAME COMMAND...: COMMAND's output into OUT/NAME.log, one line of how it ended
-  local name=$1
-  shift
-  local start=$SECONDS
-  "$@" >"$out/$name.log" 2>&1
-  local code=$?
-  echo "$name: exit $code, $((SECONDS - start)) s"
-  [ $code -eq 0 ] || failures=$((failures + 1))
-}
+# run and merge: tools/lab_steps.sh
+source "$(dirname "$0")/../../../tools/lab_steps.sh"
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader >"$out/gpus.txt"
 
