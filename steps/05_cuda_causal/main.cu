@@ -6,14 +6,9 @@
 //   build/steps/05_cuda_causal/step05_cuda_causal                          the default sweep (causal)
 //   build/steps/05_cuda_causal/step05_cuda_causal --batch 4 --heads 32 --seq 4096
 //   build/steps/05_cuda_causal/step05_cuda_causal --seq-q 300 --seq-k 1000   Nq < Nk: a KV cache
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <ostream>
-
 #include "04_cuda_flash_forward/flash_forward.cuh"
 #include "05_cuda_causal/flash_causal.cuh"
-#include "fa/chart.hpp"
+#include "05_cuda_causal/tile_report.hpp"
 #include "fa/cli.hpp"
 #include "fa/cuda/stage_arch.cuh"
 #include "fa/cuda/stage_gpu.cuh"
@@ -25,26 +20,6 @@ namespace {
 fa::DeviceForward with_order(bool heavy_first) {
   return [heavy_first](const fa::Problem& p, const fa::AttentionInputs& in, const fa::AttentionOutputs& out,
                        fa::DeviceContext& ctx) { fa::step05::attention_forward_ordered(p, in, out, ctx, heavy_first); };
-}
-
-// The tiles each size loads, against stage 04's every-tile count, from the kernel's bounds.
-void print_tiles(std::ostream& os, const std::vector<fa::ResultRow>& rows) {
-  fa::Table t;
-  t.header = {"N (q x k)", "variant", "K/V tiles loaded", "masked", "stage 04 loads", "loaded / stage 04"};
-  for (const fa::ResultRow& r : rows) {
-    if (r.stage != "05" || r.status != fa::Status::ok) continue;
-    const fa::step05::TileCounts c = fa::step05::count_tiles(r.problem);
-    char ratio[32];
-    std::snprintf(ratio, sizeof ratio, "%.3f", static_cast<double>(c.loaded) / static_cast<double>(c.dense));
-    const std::string n = r.problem.seq_q == r.problem.seq_k
-                              ? std::to_string(r.problem.seq_q)
-                              : std::to_string(r.problem.seq_q) + "x" + std::to_string(r.problem.seq_k);
-    t.rows.push_back({n, r.stage + " " + r.variant, std::to_string(c.loaded), std::to_string(c.masked),
-                      std::to_string(c.dense), ratio});
-  }
-  if (t.rows.empty()) return;
-  os << "\n== K/V tiles (Br = Bc = 64): skipped tiles are never loaded\n";
-  t.print(os);
 }
 
 }  // namespace
@@ -79,7 +54,7 @@ int main(int argc, char** argv) {
   };
   // Stage 04 is fast and needs no N x N memory: it checks every row at every size.
   def.verify.previous = fa::PreviousStage{"04 flash (mask on every tile)", fa::gpu_forward(fa::step04::attention_forward)};
-  def.extra_report = print_tiles;
+  def.extra_report = fa::step05::print_tile_counts;  // what the skipping saved, size by size
   fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);
   return fa::run_stage(cli, def);
 }
