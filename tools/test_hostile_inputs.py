@@ -122,8 +122,8 @@ def cases(files, tmp, py, plot_py):
     for name in BROKEN + FOR_PLOTS:
         yield ("plot_results " + name, [plot_py, tool(PLOTS, "plot_results.py"), files[name], "--out", out], 2, "stderr")
     for name in BROKEN + FOR_DECODING:
-        yield ("draw_decode_roofline " + name, [plot_py, tool(PLOTS, "draw_decode_roofline.py"), files[name],
-                                                "--out", out], 2, "stderr")
+        yield ("draw_decode_time " + name, [plot_py, tool(PLOTS, "draw_decode_time.py"), files[name],
+                                            "--out", out], 2, "stderr")
     for name in BROKEN + ["decode_1e308.json", "decode_strings.json"]:
         yield ("fit_decode_floor " + name, [py, tool(PLOTS, "fit_decode_floor.py"), files[name]], 2, "stderr")
     for name in BROKEN + ["timeline_null_spans.json", "timeline_bad_span.json"]:

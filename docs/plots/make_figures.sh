@@ -11,8 +11,10 @@
 # name under their figures; a listed file that is missing stops it (exit 2, the tool's one line).
 # The figures are drawn in a scratch folder first; docs/figures is replaced only when every set was
 # drawn, so each PNG there comes from this script and a PNG it no longer makes is removed.
+# Chapter 00's roofline (00_roofline.png) is drawn by draw_attention_roofline.py, chapter 04's ladder
+# (04_ladder.png) by draw_flash_ladder.py.
 # Chapter 07's layout figures (07_*.png) are drawn from the PTX ISA's rules, not from results, by
-# draw_tensor_core_layouts.py; chapter 11's roofline (11_decode_roofline.png) by draw_decode_roofline.py
+# draw_tensor_core_layouts.py; chapter 11's step time (11_decode_time.png) by draw_decode_time.py
 # and its fixed cost and rate (11_decode_floor.png) by fit_decode_floor.py;
 # chapter 13's schedule (13_ring_schedule.png, counted, not measured) by draw_ring_schedule.py.
 # Deterministic: the same results files and matplotlib give the same PNG bytes.
@@ -47,6 +49,11 @@ set_of() {
   "$python" "$tool" $args --out "$scratch" --prefix "$prefix" >/dev/null
 }
 
+# Chapter 00: attention on the roofline (stages 03, 04 and 07 and PyTorch's kernels at N = 4096, D = 64).
+echo "== 00 roofline"
+"$python" "$here/draw_attention_roofline.py" --fp32 "$results/step04_d64.json" --bf16 "$results/compare_07_h100.json" \
+  --out "$scratch" >/dev/null
+
 # Chapter 02: stages 01 and 02 on a 2-core Xeon.
 set_of cpu - step01_xeon-2core.json step02_xeon-2core.json
 # Chapter 03: stage 03 run until it runs out of device memory.
@@ -54,11 +61,10 @@ set_of h100_step03_oom H100 step03_find_oom_b1_h32_d64.json
 # Chapters 03-05: the FlashAttention-paper shapes (B·N = 16k tokens), D = 64 and D = 128.
 set_of h100_d64 H100 step03_paper_d64.json step04_d64.json step05_d64.json
 set_of h100_d128 H100 step03_paper_d128.json step04_d128.json step05_d128.json
-# Chapter 04: the ladder, every rung at the paper shape N = 4096 (the progression figure is the one
-# the chapter shows).
-set_of h100_ladder H100 step04_ladder_d64.json step04_ladder_d128.json
-# One N: against N its memory, time and TFLOP/s charts are single dots; only the progression is kept.
-rm -f "$scratch/h100_ladder_memory.png" "$scratch/h100_ladder_time.png" "$scratch/h100_ladder_tflops.png"
+# Chapter 04: the ladder, every rung at the paper shape N = 4096, TFLOP/s on a linear axis.
+echo "== 04 ladder"
+"$python" "$here/draw_flash_ladder.py" "$results/step04_ladder_d64.json" "$results/step04_ladder_d128.json" \
+  --out "$scratch" >/dev/null
 # Chapter 06: the backward at the paper shapes, D = 64, with the deterministic dQ.
 set_of h100_bwd_d64 H100 step06_d64.json step06_d64_causal.json step06_d64_causal_deterministic.json
 # The tour on the H100 machine (stages 03-06; stage 03's CPU comparison row is left out: one
@@ -82,14 +88,15 @@ set_of h100_08_vs_pytorch H100 compare_08_h100.json
 rm -f "$scratch/h100_08_vs_pytorch_memory.png" "$scratch/h100_08_vs_pytorch_time.png" \
   "$scratch/h100_08_vs_pytorch_progression.png"
 
-# Chapter 09: the top Hopper rung beside stage 07 and PyTorch's flash and cuDNN, one run (TFLOP/s only).
-set_of h100_09_vs_pytorch H100 compare_09_h100.json
+# Chapter 09: the top Hopper rung beside stage 07 and PyTorch's flash and cuDNN, one run (TFLOP/s only),
+# the run whose table the chapter quotes (after the persistent rung's causal schedule changed).
+set_of h100_09_vs_pytorch H100 compare_09_persistent_h100.json
 rm -f "$scratch/h100_09_vs_pytorch_memory.png" "$scratch/h100_09_vs_pytorch_time.png" \
   "$scratch/h100_09_vs_pytorch_progression.png"
 
-# Chapter 11: the decode roofline, from the decoding comparison (tools/compare_decode.py).
-echo "== 11 decode roofline"
-"$python" "$here/draw_decode_roofline.py" "$results/compare_11_decode_h100.json" --out "$scratch" >/dev/null
+# Chapter 11: a step's time against the memory floor, from the decoding comparison (tools/compare_decode.py).
+echo "== 11 decode time"
+"$python" "$here/draw_decode_time.py" "$results/compare_11_decode_h100.json" --out "$scratch" >/dev/null
 # ... and a step as a fixed cost plus a rate, from the sweep of the cache's length (three rounds).
 echo "== 11 decode floor"
 "$python" "$here/fit_decode_floor.py" "$results"/step11_push_h100/step11_intercept_[123].json --copy-gbps 3029 \

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""draw_decode_roofline.py — chapter 11's decode roofline: the time of one decoding step against the
-cache's length, beside the floor that memory sets (the cache's bytes over the copy bandwidth measured
+"""draw_decode_time.py — chapter 11's decoding figure: the time of one decoding step against the
+cache's length (not a roofline: every point has the same arithmetic intensity), beside the floor that memory sets (the cache's bytes over the copy bandwidth measured
 in the same run) and a plain read of the cache (stage 11's read_cache row, where the file has one),
 from a results file of tools/compare_decode.py.
 
-    draw_decode_roofline.py [RESULTS.json] [--out DIR]
+    draw_decode_time.py [RESULTS.json] [--out DIR]
 
-Default input: docs/results/compare_11_decode_h100.json; output DIR/11_decode_roofline.png (default
+Default input: docs/results/compare_11_decode_h100.json; output DIR/11_decode_time.png (default
 DIR: docs/figures). One panel per batch size in the file: stage 11's rows (split_kv and two of its
 merges, one_split, read_cache) and PyTorch's (sdpa_flash, sdpa_cudnn), median milliseconds, log-log;
 the floor is K and V read once, 2·B·Hkv·Nk·D·2 bytes, at the file's `copy_bandwidth.gbps`. Exit 2 with one
@@ -36,7 +36,7 @@ def load(path: Path):
     try:
         doc = read_results(path)
     except guard.BadInput as e:  # names the file
-        raise SystemExit(f"draw_decode_roofline.py: error: {e}")
+        raise SystemExit(f"draw_decode_time.py: error: {e}")
     try:
         bandwidth = doc.get("copy_bandwidth")
         gbps = guard.number(bandwidth.get("gbps") if isinstance(bandwidth, dict) else None, "copy_bandwidth.gbps",
@@ -45,9 +45,9 @@ def load(path: Path):
         for r in rows:
             check_row(r, "a %s row" % r["variant"], ("batch", "heads", "heads_kv", "seq_q", "seq_k", "dim"))
     except guard.BadInput as e:
-        raise SystemExit(f"draw_decode_roofline.py: error: {where}: not a compare_decode.py results file ({e})")
+        raise SystemExit(f"draw_decode_time.py: error: {where}: not a compare_decode.py results file ({e})")
     if not rows:
-        raise SystemExit(f"draw_decode_roofline.py: error: {where}: no rows to draw")
+        raise SystemExit(f"draw_decode_time.py: error: {where}: no rows to draw")
     return doc, gbps, rows
 
 
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     try:
         import matplotlib
     except ImportError:
-        print(f"draw_decode_roofline.py: error: matplotlib is not installed for {sys.executable} "
+        print(f"draw_decode_time.py: error: matplotlib is not installed for {sys.executable} "
               "(Debian: python3-matplotlib; try /usr/bin/python3)", file=sys.stderr)
         return 2
     matplotlib.use("Agg")
@@ -94,11 +94,11 @@ def main(argv=None) -> int:
                  f"commit {doc.get('git_commit', '?')}", 120), fontsize=10)
     fig.tight_layout()
     args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / "11_decode_roofline.png"
+    out = args.out / "11_decode_time.png"
     fig.savefig(out, dpi=110, metadata={"Software": None})
     print(out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(guard.run_main("draw_decode_roofline.py", main))
+    sys.exit(guard.run_main("draw_decode_time.py", main))
