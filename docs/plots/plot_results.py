@@ -604,6 +604,9 @@ class Plotter:
         ax.set_title(title, fontsize=10, pad=16)
         ax.set_ylabel(ylabel)
         ax.set_yscale("log")
+        # Decades as plain numbers: with text.parse_math off, the default 10^k labels are mathtext
+        # and would be drawn as raw "$\\mathdefault{10^{3}}$".
+        ax.yaxis.set_major_formatter(self.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         self.n_axis(ax, xs_all, list(groups))
         if bytes_axis:
             self.bytes_axis(ax)
