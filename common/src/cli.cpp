@@ -153,9 +153,17 @@ void StageCli::finish() {
   // A stage's default Hkv (stage 11: 32 query heads on 8) goes with its default Hq: --heads alone
   // means that many heads of their own, as the help says.
   if (app_->count("--heads") > 0 && app_->count("--heads-kv") == 0) p.heads_kv = 0;
-  if (o.reps < 0 || o.reps > 100000) throw UsageError("--reps must be in 1..100000");
-  if (o.warmup < -1 || o.warmup > 1000) throw UsageError("--warmup must be in 0..1000");
-  if (o.mem_limit_gb < 0 || !std::isfinite(o.mem_limit_gb)) throw UsageError("--mem-limit-gb must be positive");
+  // 0 reps, -1 warmups and 0 GiB are the "not given" values that pick the stage's defaults: given,
+  // they are refused rather than read as the default. The limit in bytes must fit 64 bits.
+  if (app_->count("--reps") > 0 && (o.reps < 1 || o.reps > 100000))
+    throw UsageError("--reps must be in 1..100000, got " + std::to_string(o.reps));
+  if (app_->count("--warmup") > 0 && (o.warmup < 0 || o.warmup > 1000))
+    throw UsageError("--warmup must be in 0..1000, got " + std::to_string(o.warmup));
+  if (app_->count("--mem-limit-gb") > 0 && !(o.mem_limit_gb > 0 && o.mem_limit_gb <= 1 << 30)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", o.mem_limit_gb);
+    throw UsageError(std::string("--mem-limit-gb must be above 0 and at most 2^30 GiB, got ") + got);
+  }
   // The scale is a float32 and 0 means the default, so a value that rounds to 0 (or to inf) would
   // run the default silently: refused. So is an explicit 0.
   if (app_->count("--scale") > 0) {

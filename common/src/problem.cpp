@@ -9,21 +9,48 @@ namespace fa {
 
 const char* to_string(Pass pass) { return pass == Pass::forward ? "fwd" : "bwd"; }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence that starts text[i] (Unicode's table 3-7: no
+// overlong forms, no surrogates, nothing past U+10FFFF), or 0 where the bytes are not one.
+std::size_t utf8_length(std::string_view text, std::size_t i) {
+  const auto at = [&](std::size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
+  const unsigned c = at(0);
+  const auto tail = [&](std::size_t k) { return at(k) >= 0x80 && at(k) <= 0xBF; };
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return tail(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    return at(1) >= lo && at(1) <= hi && tail(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    return at(1) >= lo && at(1) <= hi && tail(2) && tail(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::string one_line(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   auto hex = [&out](unsigned char b) { out += {'\\', 'x', "0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 15]}; };
-  for (std::size_t i = 0; i < text.size(); ++i) {
+  for (std::size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
-    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
-    if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {  // U+0080..U+009F: a terminal may take it as CSI, OSC...
-      hex(c);
-      hex(next);
-      ++i;
+    const std::size_t length = utf8_length(text, i);
+    // A byte that is no well-formed UTF-8 (a lone 0x9B is CSI to a terminal in an 8-bit mode) and
+    // the C1 controls U+0080..U+009F (0xC2 0x80..0x9F: CSI, OSC...) are escaped byte by byte.
+    const bool c1 = length == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) <= 0x9F;
+    if (length == 0 || c1) {
+      for (std::size_t k = 0; k < std::max<std::size_t>(length, 1); ++k) hex(static_cast<unsigned char>(text[i + k]));
+      i += std::max<std::size_t>(length, 1);
     } else if (c < 0x20 || c == 0x7F) {
       hex(c);
+      ++i;
     } else {
-      out += static_cast<char>(c);
+      out.append(text.substr(i, length));
+      i += length;
     }
   }
   return out;

@@ -12,6 +12,8 @@ library only, as the other tools.
 """
 import argparse
 import os
+import resource
+import signal
 import struct
 import subprocess
 import sys
@@ -62,7 +64,8 @@ class Inputs:
 
 
 def cases(tmp, inputs):
-    """(name, arguments, expected exit code, texts stderr or stdout must hold). Built lazily."""
+    """(name, arguments, expected exit code, texts stderr or stdout must hold[, what the child runs
+    before the executable]). Built lazily."""
     def folder(name):
         return os.path.join(tmp, name)
 
@@ -96,6 +99,14 @@ def cases(tmp, inputs):
     def full_json():
         return ["--seq", "64", "--json", "/dev/full"], 2, ["--json /dev/full"]
 
+    def write_fails(flag):  # a regular file whose writes fail (a full disk, here a file-size limit)
+        def case():
+            target = folder("small_disk" + flag.replace("-", "_"))
+            args = ["--seq", "64", "--json", target + ".json"] if flag == "--json" else \
+                   ["--load", inputs.write(folder("small_disk_in")), "--save", target]
+            return args, 2, ["write failed"], limit_file_size
+        return case
+
     def empty(flag):
         return lambda: ([flag, ""], 2, [flag])
 
@@ -119,6 +130,15 @@ def cases(tmp, inputs):
 
     def escape_inputs():
         return ["--seq", "64", "--inputs", "\x1b[31mred"], 2, ["\\x1b"]
+
+    def c1_dtype():  # a lone 0x9B is CSI to a terminal in an 8-bit mode
+        return ["--seq", "64", "--dtype", os.fsdecode(b"\x9b31m")], 2, ["\\x9b31m"]
+
+    def invalid_utf8_inputs():
+        return ["--seq", "64", "--inputs", os.fsdecode(b"\xff\xfe\xc0\xaf")], 2, ["\\xff\\xfe\\xc0\\xaf"]
+
+    def default_value(flag, value):  # the value that means "not given" inside, given by the user
+        return lambda: (["--seq", "64", flag, value], 2, [flag])
 
     def newline_load():
         return ["--load", folder("no\nsuch")], 2, ["\\x0a"]
@@ -152,22 +172,41 @@ def cases(tmp, inputs):
     table = [("load_fifo_q", fifo_q), ("load_fifo_cu_seqlens", fifo_cu_seqlens),
              ("load_dev_zero_cu_seqlens", zero_cu_seqlens), ("json_fifo", fifo_json),
              ("save_fifo", fifo_save), ("json_dev_full", full_json)]
+    table += [("json_write_fails", write_fails("--json")), ("save_write_fails", write_fails("--save"))]
     for flag in ("--load", "--json", "--save", "--seq", "--sweep", "--seq-lens", "--seq-q", "--seq-k",
-                 "--scale", "--seed", "--reps", "--mem-limit-gb"):
+                 "--scale", "--seed", "--reps", "--mem-limit-gb", "--warmup", "--dtype", "--inputs", "--batch",
+                 "--heads", "--heads-kv", "--dim"):
         table.append(("empty" + flag.replace("--", "_").replace("-", "_"), empty(flag)))
     table += [("seed_2_64", seed("18446744073709551616")), ("seed_negative", seed("-1")),
               ("scale_tiny", tiny_scale), ("no_verify_huge_v", huge_v), ("no_verify_scaled_scores", scaled_scores),
+              ("reps_zero", default_value("--reps", "0")), ("warmup_negative", default_value("--warmup", "-1")),
+              ("mem_limit_zero", default_value("--mem-limit-gb", "0")),
+              ("mem_limit_past_64_bits", default_value("--mem-limit-gb", "1e300")),
               ("newline_in_seq", newline_seq), ("escape_in_dtype", escape_dtype), ("escape_in_inputs", escape_inputs),
+              ("c1_byte_in_dtype", c1_dtype), ("invalid_utf8_in_inputs", invalid_utf8_inputs),
               ("newline_in_load", newline_load),
               ("cu_seqlens_escape", cu_word(b"0 4\x1b]0;title\x07", "cu_escape")),
               ("cu_seqlens_nul", cu_word(b"0 \x002", "cu_nul")),
+              ("cu_seqlens_c1_byte", cu_word(b"0 4\x9b1m", "cu_c1")),
               ("npy_bool_dims", bool_dims), ("npy_zero_dim", zero_dim), ("v_near_float32_limit", v_near_limit)]
     return table
 
 
+def limit_file_size():
+    """In the child: files may not grow past 100 bytes, and a write past that fails (EFBIG) rather than
+    killing the process, as a full disk would make it fail."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+
 def one_clean_line(err):
-    text = err.decode("utf-8", "replace")
-    return text.endswith("\n") and text.count("\n") == 1 and not any(ord(c) < 0x20 and c != "\n" for c in text)
+    """One line of well-formed UTF-8 without C0 or C1 controls or DEL."""
+    try:
+        text = err.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return text.endswith("\n") and text.count("\n") == 1 and \
+        not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F for c in text)
 
 
 def main():
@@ -195,10 +234,10 @@ def main():
         for name, build in table:
             if name not in wanted:
                 continue
-            extra, expect, texts = build()
+            extra, expect, texts, *setup = build()
             try:
                 run = subprocess.run(command + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     timeout=TIMEOUT_S, cwd=tmp)
+                                     timeout=TIMEOUT_S, cwd=tmp, preexec_fn=setup[0] if setup else None)
             except subprocess.TimeoutExpired:
                 print("FAIL %s: still running after %d s (a hang)" % (name, TIMEOUT_S))
                 failed += 1

@@ -176,6 +176,14 @@ TEST_CASE("values with control bytes are echoed escaped, on one line") {
   CHECK(std::count_if(err.begin(), err.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }) == 1);
   CHECK(fa::one_line(std::string("a\0b\x7f\xc2\x9b[31m\xc3\xa9", 12)) == "a\\x00b\\x7f\\xc2\\x9b[31m\xc3\xa9");
   CHECK(std::string(fa::UsageError(std::string("nul\0here", 8)).what()) == "nul\\x00here");
+  // Bytes that are no UTF-8: a lone C1 byte (CSI), invalid starts, an overlong '/', a surrogate, a
+  // cut sequence; valid 3- and 4-byte characters pass as they are.
+  CHECK(fa::one_line("\x9b" "31m") == "\\x9b31m");
+  CHECK(fa::one_line("\xff\xfe\xc0\xaf") == "\\xff\\xfe\\xc0\\xaf");
+  CHECK(fa::one_line("\xed\xa0\x80") == "\\xed\\xa0\\x80");
+  CHECK(fa::one_line("caf\xc3") == "caf\\xc3");
+  CHECK(fa::one_line("\xe2\x82\xac \xf0\x9f\x99\x82") == "\xe2\x82\xac \xf0\x9f\x99\x82");
+  CHECK(fa::one_line(fa::one_line("\x9b\x1b\xc2\x85")) == fa::one_line("\x9b\x1b\xc2\x85"));  // idempotent
 }
 
 TEST_CASE("--json, --save: only regular files are written, and a FIFO is refused before it can block") {
@@ -248,3 +256,4 @@ TEST_CASE("require_finite names the first non-finite element of a tensor split a
   t.set(early, -std::numeric_limits<float>::infinity());
   CHECK(message() == "q[0,0,3,1] is -inf: inputs must be finite");
 }
+

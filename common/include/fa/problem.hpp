@@ -26,8 +26,9 @@
 namespace fa {
 
 // Text for a message that must stay one line on the user's terminal: control bytes (newline,
-// escape, NUL...) and the C1 controls' UTF-8 forms become \xNN, so that a value typed or read
-// from a file can neither split the message nor send a terminal escape sequence.
+// escape, NUL...), the C1 controls' UTF-8 forms and every byte that is not well-formed UTF-8 (a
+// lone 0x80..0x9F is a C1 control to a terminal in an 8-bit mode) become \xNN, so that a value
+// typed or read from a file can neither split the message nor send a terminal escape sequence.
 std::string one_line(std::string_view text);
 
 // Thrown for bad usage or bad input: the executables print its message on one line and exit 2.
