@@ -117,33 +117,51 @@ void require_finite(const HostTensor& t, const char* name) {
 
 namespace {
 
+// The largest Euclidean norm of a tensor's rows (of D elements), and its largest |element|. Both
+// read the tensor in its own dtype: a float32 copy of a long sequence's inputs would be larger than
+// the inputs.
+double max_row_norm(const HostTensor& t) {
+  const std::int64_t d = t.shape().d;
+  const double max_square = parallel_max(
+      t.numel() / d,
+      [&](std::int64_t first_row, std::int64_t end_row) {
+        double m = 0;
+        for (std::int64_t r = first_row; r < end_row; ++r) {
+          double sum = 0;
+          for (std::int64_t c = 0; c < d; ++c) {
+            const double x = t.get(r * d + c);
+            sum += x * x;
+          }
+          m = std::max(m, sum);
+        }
+        return m;
+      },
+      (1 << 20) / std::max<std::int64_t>(d, 1));
+  return std::sqrt(max_square);
+}
+
+double max_abs(const HostTensor& t) {
+  return parallel_max(t.numel(), [&](std::int64_t begin, std::int64_t end) {
+    double m = 0;
+    for (std::int64_t n = begin; n < end; ++n) m = std::max(m, std::fabs(static_cast<double>(t.get(n))));
+    return m;
+  });
+}
+
+// "v[b,h,i,d]" for element n of a [B, H, N, D] tensor.
+std::string element_name(const char* name, const HostTensor& t, std::int64_t n) {
+  const Shape4 s = t.shape();
+  const std::int64_t d = n % s.d, i = n / s.d % s.n, h = n / (s.d * s.n) % s.h, b = n / (s.d * s.n * s.h);
+  return std::string(name) + "[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
+         std::to_string(d) + "]";
+}
+
 // A score scale·q·k beyond float32's range would make every stage's softmax NaN. Bounded first
 // by scale·max|q|·max|k| (Cauchy–Schwarz, no O(N²) loop for ordinary inputs); only when that
 // bound is too large are the scores computed, in float64, to name the first that overflows.
 void require_finite_scores(const Problem& p, const AttentionData& in_any) {
-  // The bound reads the tensors in their own dtype: a float32 copy of a long sequence's inputs
-  // would be larger than the inputs (and is made below only when the bound is too large).
-  auto max_norm = [](const HostTensor& t) {
-    const std::int64_t d = t.shape().d;
-    const double max_square = parallel_max(
-        t.numel() / d,
-        [&](std::int64_t first_row, std::int64_t end_row) {
-          double m = 0;
-          for (std::int64_t r = first_row; r < end_row; ++r) {
-            double sum = 0;
-            for (std::int64_t c = 0; c < d; ++c) {
-              const double x = t.get(r * d + c);
-              sum += x * x;
-            }
-            m = std::max(m, sum);
-          }
-          return m;
-        },
-        (1 << 20) / std::max<std::int64_t>(d, 1));
-    return std::sqrt(max_square);
-  };
   const double scale = p.softmax_scale(), limit = std::numeric_limits<float>::max();
-  if (scale * max_norm(in_any.q) * max_norm(in_any.k) < limit) return;
+  if (scale * max_row_norm(in_any.q) * max_row_norm(in_any.k) < limit) return;
   const AttentionData in = as_float32(in_any);
   if (p.packed()) {  // each sequence against its own keys (fa/packed.hpp)
     for (std::int64_t s = 0; s < p.batch; ++s) require_finite_scores(sequence_problem(p, s), sequence_inputs(p, in, s));
@@ -182,12 +200,58 @@ void require_bounded_values(const Problem& p, const HostTensor& v) {
       }
   });
   if (first == v.numel()) return;
-  const Shape4 s = v.shape();
-  const std::int64_t n = first, d = n % s.d, i = n / s.d % s.n, h = n / (s.d * s.n) % s.h, b = n / (s.d * s.n * s.h);
-  throw UsageError("v[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
-                   std::to_string(d) + "] is " + fmt("%g", v.get(n)) + ": with Nk = " + std::to_string(p.seq_k) +
+  throw UsageError(element_name("v", v, first) + " is " + fmt("%g", v.get(first)) + ": with Nk = " + std::to_string(p.seq_k) +
                    " keys, |v| must stay below " + fmt("%.3g", limit) +
                    " (float32's largest value / Nk), or the softmax's un-normalized sum of Nk·|v| could overflow");
+}
+
+// The backward keeps sums of dO in float32 as the forward keeps sums of V, and the same rule holds
+// for them. dV_j = Σ_i P_ij·dO_i adds the rows of every query that reads key j (Nq of each query
+// head sharing it), each weight at most 1: |dO| stays below float32's largest / that count. Its
+// products are bounded as well: dP_ij = dO_i·V_j and D_i = dO_i·O_i (O a mean of V's rows) are at
+// most ‖dO_i‖·max‖V_j‖, dS = P∘(dP − D) twice that; dQ_i = scale·Σ_j dS_ij·K_j sums weights of 1 in
+// all, dK_j = scale·Σ_i dS_ij·Q_i up to that count. Past these bounds the gradients could be inf,
+// with or without the verification: refused, naming the first dO element or row at fault.
+void require_bounded_output_grad(const Problem& p, const AttentionData& in) {
+  const HostTensor& g = in.d_o;
+  const double top = std::numeric_limits<float>::max();
+  const double readers = static_cast<double>(std::max<std::int64_t>(p.seq_q, 1)) * (p.heads / p.kv_heads());
+  const double element_limit = top / readers, scale = p.softmax_scale();
+  const double growth =
+      2.0 * max_row_norm(in.v) * std::max({1.0, scale * max_abs(in.k), scale * readers * max_abs(in.q)});
+  const double norm_limit = growth > 0 ? top / growth : top;
+  const std::int64_t d = g.shape().d;
+  std::mutex mutex;
+  std::int64_t first_element = g.numel(), first_row = g.numel() / d;
+  parallel_ranges(g.numel() / d, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      double square = 0;
+      std::int64_t element = -1;
+      for (std::int64_t c = 0; c < d; ++c) {
+        const double x = g.get(r * d + c);
+        square += x * x;
+        if (element < 0 && std::fabs(x) > element_limit) element = r * d + c;
+      }
+      if (element >= 0 || std::sqrt(square) > norm_limit) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (element >= 0) first_element = std::min(first_element, element);
+        else first_row = std::min(first_row, r);
+        return;
+      }
+    }
+  }, 1, (1 << 20) / std::max<std::int64_t>(d, 1));
+  if (first_element < g.numel() && first_element / d <= first_row)
+    throw UsageError(element_name("do", g, first_element) + " is " + fmt("%g", g.get(first_element)) + ": with " +
+                     fmt("%.0f", readers) + " query rows on each key, |do| must stay below " +
+                     fmt("%.3g", element_limit) + " (float32's largest value / that count), or dV's sum could overflow");
+  if (first_row < g.numel() / d) {
+    double square = 0;
+    for (std::int64_t c = 0; c < d; ++c) square += static_cast<double>(g.get(first_row * d + c)) * g.get(first_row * d + c);
+    const std::string row = element_name("do", g, first_row * d);
+    throw UsageError(row.substr(0, row.rfind(',')) + ",:] has norm " + fmt("%.3g", std::sqrt(square)) +
+                     ": with these v, k and q it must stay below " + fmt("%.3g", norm_limit) +
+                     ", or dS = P∘(dO·V − D), dQ or dK could pass float32's range");
+  }
 }
 
 void check_case_inputs(const Problem& p, const AttentionData& in, Pass pass) {
@@ -195,7 +259,10 @@ void check_case_inputs(const Problem& p, const AttentionData& in, Pass pass) {
   require_finite(in.k, "k");
   require_finite(in.v, "v");
   require_bounded_values(p, in.v);
-  if (pass == Pass::backward) require_finite(in.d_o, "do");
+  if (pass == Pass::backward) {
+    require_finite(in.d_o, "do");
+    require_bounded_output_grad(p, in);
+  }
   require_finite_scores(p, in);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fa/cli.hpp"
+#include "fa/npy.hpp"
 #include "fa/stage.hpp"
 
 namespace {
@@ -257,3 +258,32 @@ TEST_CASE("require_finite names the first non-finite element of a tensor split a
   CHECK(message() == "q[0,0,3,1] is -inf: inputs must be finite");
 }
 
+TEST_CASE("a loaded dO is bounded as V is: past float32's range through dV's sum or dO·V, refused") {
+  // Nq = 4 queries, one head: dV's sum of 4 rows bounds |dO| by float32's largest / 4 (8.5e37).
+  const auto dir = std::filesystem::temp_directory_path() / "fa_test_cli_do_bound";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const fa::Shape4 shape{1, 1, 4, 8};
+  fa::write_npy_tensor((dir / "q.npy").string(), fa::HostTensor(shape, 0.5f));
+  fa::write_npy_tensor((dir / "k.npy").string(), fa::HostTensor(shape, 0.5f));
+  fa::write_npy_tensor((dir / "v.npy").string(), fa::HostTensor(shape, 1e10f));
+  auto load_error = [&](float fill, std::int64_t at) {
+    fa::HostTensor d_o(shape, 0.5f);
+    if (at >= 0) d_o.set(at, fill);
+    fa::write_npy_tensor((dir / "do.npy").string(), d_o);
+    fa::Problem p;
+    try {
+      fa::load_inputs(dir.string(), p, fa::Pass::backward, 1);
+    } catch (const fa::UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(load_error(0, -1) == "no error");
+  // 1e38 elementwise; 1e30 fits that rule, but dO·V (V's rows of norm 2.8e10) would not fit float32.
+  CHECK(load_error(1e38f, 13).find("do[0,0,1,5] is 1e+38: with 4 query rows on each key") == 0);
+  CHECK(load_error(1e30f, 17).find("do[0,0,2,:] has norm 1e+30") == 0);
+  fa::Problem forward;  // a forward run reads no dO
+  CHECK_NOTHROW(fa::load_inputs(dir.string(), forward, fa::Pass::forward, 1));
+  std::filesystem::remove_all(dir);
+}
