@@ -20,6 +20,9 @@ import sys
 import tempfile
 
 TIMEOUT_S = 120
+# Cases run only when --only names them: a result that holds for some stages (a forward stage reads
+# no do.npy; the 3e38 output is exact only where the stage keeps float32 inputs).
+OPT_IN = ("v_near_float32_limit", "load_do_huge", "load_do_times_v")
 
 
 def npy_bytes(shape_text, values, descr="<f4"):
@@ -163,6 +166,16 @@ def cases(tmp, inputs):
         f = inputs.write(folder("zero_dim"), q_shape=(b, h, 0, d), kv_shape=(kb, kh, 0, kd))
         return ["--load", f], 2, ["empty"]
 
+    def do_file(name, do_value, v=None):  # a backward stage's dO (do.npy, the shape of q.npy)
+        def case():
+            d = inputs.write(folder(name), v=v)
+            count = 1
+            for n in inputs.q_shape:
+                count *= n
+            write(os.path.join(d, "do.npy"), npy_bytes(tuple_text(inputs.q_shape), [do_value] * count))
+            return ["--load", d], 2, ["do[0,0,0,"]
+        return case
+
     def v_near_limit():  # one key: the output is V itself, 3e38, which float32 holds
         b, h, nq, d = inputs.q_shape
         kb, kh, nk, kd = inputs.kv_shape
@@ -188,7 +201,11 @@ def cases(tmp, inputs):
               ("cu_seqlens_escape", cu_word(b"0 4\x1b]0;title\x07", "cu_escape")),
               ("cu_seqlens_nul", cu_word(b"0 \x002", "cu_nul")),
               ("cu_seqlens_c1_byte", cu_word(b"0 4\x9b1m", "cu_c1")),
-              ("npy_bool_dims", bool_dims), ("npy_zero_dim", zero_dim), ("v_near_float32_limit", v_near_limit)]
+              ("npy_bool_dims", bool_dims), ("npy_zero_dim", zero_dim), ("v_near_float32_limit", v_near_limit),
+              # backward stages only (a forward stage reads no do.npy): dV's sum of 1e38s, and a dO
+              # that fits that rule but not dO·V with V = 1e10
+              ("load_do_huge", do_file("do_huge", 1e38)),
+              ("load_do_times_v", do_file("do_times_v", 1e30, v=lambda i: 1e10))]
     return table
 
 
@@ -212,7 +229,7 @@ def one_clean_line(err):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", default="1,2,6,4,8")
-    parser.add_argument("--only", default="", help="comma-separated case names (default: all but v_near_float32_limit)")
+    parser.add_argument("--only", default="", help="comma-separated case names (default: all but " + ", ".join(OPT_IN) + ")")
     parser.add_argument("--list", action="store_true", help="print the case names and exit")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -226,7 +243,7 @@ def main():
             return 0
         if not command:
             parser.error("give the command after --")
-        wanted = [n for n in args.only.split(",") if n] or [n for n, _ in table if n != "v_near_float32_limit"]
+        wanted = [n for n in args.only.split(",") if n] or [n for n, _ in table if n not in OPT_IN]
         unknown = set(wanted) - {n for n, _ in table}
         if unknown:
             parser.error("unknown case(s): " + ", ".join(sorted(unknown)))
