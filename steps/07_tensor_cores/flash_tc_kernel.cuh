@@ -1,6 +1,6 @@
 // Stage 07's kernel — the FlashAttention-2 forward on tensor cores: fp16 or bf16 Q, K, V, float32
 // accumulators, mma.sync.m16n8k16 for both products. The top rung of the ladder (ladder/): every
-// idea of v1 .. v4, and what the measurements chose after them (docs/07_tensor_cores.md).
+// idea of v1 .. v5, and what the measurements chose after them (docs/07_tensor_cores.md).
 //
 // What changed from stage 05 (steps/05_cuda_causal/flash_causal_kernel.cuh): the loop is the same
 // (Q tile resident, K/V tiles streamed, online softmax, O / l once at the end, the causal bounds
@@ -21,19 +21,20 @@
 //   S_{j+1} run: two buffers each.
 //
 // kMT = 2 (32 rows per warp) makes every K and V fragment loaded from shared memory feed two
-// mma's instead of one: half the shared-memory traffic per FLOP of kMT = 1 (v4). And the loop does
+// mma's instead of one: half the shared-memory traffic per FLOP of kMT = 1 (v5). And the loop does
 // almost no integer work: each operand's swizzled ldmatrix addresses come from one register
 // (an XOR per step), and whole K/V tiles are copied without bound checks (load_tile_async), where
-// v2 and v3 compute the swizzle at every load and check every copy. Together 0-17 % at D = 64 and
+// v2 .. v4 compute the swizzle at every load and check every copy. Together 0-17 % at D = 64 and
 // 128 (docs/07_tensor_cores.md, "The ladder, measured").
 //
-// The top rung of the ladder (diff ladder/v4_registers.cuh against this file: the same kernel; what
+// The top rung of the ladder (diff ladder/v5_addresses.cuh against this file: the same kernel; what
 // the rung adds is its shape, StageConfig in tensor_cores.cu: 32 rows per warp, Br = 128, and at
 // D = 64 Bc = 128).
 // Predicted (the chapter's "expected" column, written after a first exploratory run of the ladder,
-//   so not blind): 1.20-1.30x v4, half the K/V fragment reads per FLOP.
+//   so not blind): 1.20-1.30x v5, half the K/V fragment reads per FLOP.
 // Measured (H100, bf16, the paper shapes at 4k, not causal, docs/results/step07_ladder_d64.json and
-//   _d128.json): 1.24x v4 at D = 64 (328 TFLOP/s), 1.30x at D = 128 (372).
+//   _d128.json, where v5 ran under the name v4_registers): 1.24x v5 at D = 64 (328 TFLOP/s), 1.30x
+//   at D = 128 (372).
 #pragma once
 
 #include <cuda_runtime.h>

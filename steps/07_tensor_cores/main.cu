@@ -1,7 +1,7 @@
 // step07_tensor_cores — runs stage 07 (fp16/bf16 on tensor cores) beside stage 05 (float32 on CUDA
 // cores, on the same inputs converted to float32), verifies it against float64 (all or sampled
 // rows, with the tolerance that 16-bit rounding allows: docs/tolerance.md) and stage 05 (every
-// row), and charts memory and time. With --ladder it also runs the rungs v1 .. v4 below the
+// row), and charts memory and time. With --ladder it also runs the rungs v1 .. v5 below the
 // stage's kernel (ladder/ladder.cuh), each verified like it.
 //
 //   build/steps/07_tensor_cores/step07_tensor_cores                                the default sweep, bf16
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   const fa::CliSpec spec = fa::step07::stage_cli_spec();
   fa::StageCli cli(spec);
   bool ladder = false, paper_shapes = false;
-  cli.app().add_flag("--ladder", ladder, "also run the rungs below the stage's kernel (v1_mma .. v4_registers)");
+  cli.app().add_flag("--ladder", ladder, "also run the rungs below the stage's kernel (v1_mma .. v5_addresses)");
   cli.app().add_flag("--paper-shapes", paper_shapes, "B = 16384 / N and H = 2048 / D at each N")->group("stage 07");
   if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
   fa::RunOptions& opt = cli.options();

@@ -27,7 +27,8 @@ CliSpec stage_cli_spec() {
       "plain implementation that rounds P and O to the dtype (docs/tolerance.md); stage 05 in float32 on\n"
       "every row (D = 32, 64, 128).\n"
       "the ladder (--ladder; --variant NAME runs one rung): v1_mma, v2_ldmatrix, v3_cp_async,\n"
-      "v4_registers, flash (the stage's kernel); flash-in-order: causal tiles in their natural order.\n"
+      "v4_registers, v5_addresses, flash (the stage's kernel);\n"
+      "flash-in-order: causal tiles in their natural order.\n"
       "--paper-shapes: B = 16384 / N and H = 2048 / D (the FlashAttention papers' sweep).";
   return spec;
 }

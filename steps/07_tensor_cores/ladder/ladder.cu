@@ -6,15 +6,16 @@
 #include "07_tensor_cores/ladder/v2_ldmatrix.cuh"
 #include "07_tensor_cores/ladder/v3_cp_async.cuh"
 #include "07_tensor_cores/ladder/v4_registers.cuh"
+#include "07_tensor_cores/ladder/v5_addresses.cuh"
 #include "fa/cuda/tc/launch.cuh"
 
 namespace fa::step07::ladder {
 
 namespace {
 
-// v4: 16 rows per warp (Br = 64) and Bc = 64, as v1 .. v3 have.
+// v5: 16 rows per warp (Br = 64) and Bc = 64, as v1 .. v4 have.
 template <int D>
-using V4 = V4Config<D, 4, 1, 64, 2>;
+using V5 = V5Config<D, 4, 1, 64, 2>;
 
 // The rungs run D = 64 and 128: the ladder's measurements are made there.
 void require_rung_dim(const Problem& p, const char* name) {
@@ -62,8 +63,15 @@ template <class T, int D>
 struct LaunchV4 {
   static void launch(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
                      DeviceContext& ctx) {
-    using C = V4<D>;
-    tc::launch<T, v4_registers_kernel<T, C>, C::kThreads, C::kBr, C::kSmemBytes>(name, p, in, out, ctx);
+    tc::launch<T, v4_registers_kernel<T, D>, 128, V4<D>::kBr, V4<D>::kSmemBytes>(name, p, in, out, ctx);
+  }
+};
+template <class T, int D>
+struct LaunchV5 {
+  static void launch(const char* name, const Problem& p, const AttentionInputs& in, const AttentionOutputs& out,
+                     DeviceContext& ctx) {
+    using C = V5<D>;
+    tc::launch<T, v5_addresses_kernel<T, C>, C::kThreads, C::kBr, C::kSmemBytes>(name, p, in, out, ctx);
   }
 };
 
@@ -80,6 +88,9 @@ void v3_cp_async(const Problem& p, const AttentionInputs& in, const AttentionOut
 }
 void v4_registers(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
   run<LaunchV4>("v4_registers", p, in, out, ctx);
+}
+void v5_addresses(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  run<LaunchV5>("v5_addresses", p, in, out, ctx);
 }
 
 }  // namespace fa::step07::ladder

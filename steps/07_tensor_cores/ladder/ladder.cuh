@@ -9,10 +9,10 @@
 //   v2_ldmatrix   v2_ldmatrix.cuh   ldmatrix(.trans) and the XOR-swizzled layout: no bank conflicts
 //   v3_cp_async   v3_cp_async.cuh   K/V by cp.async into two buffers each: copies behind the math
 //   v4_registers  v4_registers.cuh  P stays in registers as the A operand of P·V (the
-//                                   accumulator → operand identity); written as the stage's kernel
-//                                   is, it also computes the swizzled addresses once per thread and
-//                                   copies whole tiles unchecked, which v2 and v3 do not yet: three
-//                                   changes in one step
+//                                   accumulator → operand identity)
+//   v5_addresses  v5_addresses.cuh  the loop's integer work out: ldmatrix addresses from one register
+//                                   per operand, whole K/V tiles copied unchecked; the stage's
+//                                   kernel at 16 rows per warp
 //   flash         ../flash_tc_kernel.cuh at 32 rows per warp (the stage): each K/V fragment feeds
 //                                   two mma's, half the shared-memory reads per FLOP
 //
@@ -34,6 +34,7 @@ void v1_mma(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
 void v2_ldmatrix(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
 void v3_cp_async(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
 void v4_registers(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
+void v5_addresses(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
 
 using RungForward = void (*)(const Problem&, const AttentionInputs&, const AttentionOutputs&, DeviceContext&);
 struct Rung {
@@ -50,6 +51,8 @@ inline constexpr Rung kLadder[] = {
     {"v2_ldmatrix", "ldmatrix(.trans) from XOR-swizzled tiles: no bank conflicts", &v2_ldmatrix, false},
     {"v3_cp_async", "cp.async, two K and two V buffers: the copies behind the math", &v3_cp_async, false},
     {"v4_registers", "P kept in registers as the A operand of P.V", &v4_registers, false},
+    {"v5_addresses", "ldmatrix addresses from one register per operand; whole K/V tiles copied unchecked",
+     &v5_addresses, false},
     {"flash", "32 query rows per warp: each K/V fragment feeds two mma's", &attention_forward, true},
 };
 

@@ -2,173 +2,114 @@
 // accumulator → operand identity: two 16 × 8 C fragments of S, packed to 16 bits, are exactly one
 // 16 × 16 A fragment), so P's store, reload and __syncwarp through shared memory are gone.
 //
-// What changed from v3 (diff ladder/v3_cp_async.cuh against this file): P packed in registers
-// (pack2) instead of its shared tile; and, written the way the stage's kernel is, two address
-// changes: every ldmatrix address from one register per operand (an XOR per step, swizzled_at) where
-// v3 computes SwizzledTile::offset at every load, and whole K/V tiles copied without bound checks
-// (load_tile_async). So this step is three changes, not one; the chapter's "The ladder, measured"
-// tells them apart. The kernel is the stage's (../flash_tc_kernel.cuh) with its tile shape made a
-// V4Config; the rung runs it at 16 rows per warp (kMT = 1, Br = 64, Bc = 64), as v1 .. v3.
+// What changed from v3 (diff ladder/v3_cp_async.cuh against this file): P's shared tile (its
+// store, the __syncwarp and the ldmatrix that read it back) became four pack2 per 16 keys; the
+// addresses, the copies and their order are v3's.
 //
-// Predicted (the chapter's "expected" column, written after a first exploratory run of the
-//   ladder, so not blind): 1.05-1.10x v3: no P store, reload or __syncwarp per tile.
-// Measured (H100, bf16, the paper shapes at 4k, not causal, docs/results/step07_ladder_d64.json and
-//   _d128.json, where this rung ran as the stage's kernel at this shape: the same code): 1.30x v3 at
-//   D = 64 (264 TFLOP/s), 1.07x at D = 128 (286). The address changes, measured alone in the stage's
-//   kernel, were worth 1-8 % and 0-17 % (docs/results/step07_tune_swizzle_h100.txt,
-//   step07_tune_addresses_h100.txt): the rest is P's round trip.
+// Predicted (written before this rung was measured): v3 → v5 was one step until it was split here
+//   (measured as "v4_registers", docs/results/step07_ladder_d64.json and _d128.json: 1.30x v3 at
+//   D = 64, 1.07x at D = 128); less the part v5_addresses.cuh predicts for the address changes
+//   (0.97-1.07x at D = 64, 1.06-1.18x at D = 128), this step keeps 1.21-1.34x v3 at D = 64 and
+//   0.91-1.01x at D = 128. P's round trip is the same 2 KiB per warp per tile at either D, a
+//   smaller share of twice the arithmetic at D = 128.
+// Measured: (pending the next H100 run of the ladder)
 #pragma once
 
-#include <cuda_runtime.h>
-
-#include <cstdint>
-
+#include "fa/cuda/tc/fragment_softmax.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
 #include "fa/cuda/ptx/cp_async.cuh"
 #include "fa/cuda/ptx/ldmatrix.cuh"
 #include "fa/cuda/ptx/mma.cuh"
-#include "fa/cuda/tc/fragment_softmax.cuh"
-#include "fa/cuda/tc/tile_ops.cuh"
 
 namespace fa::step07::ladder {
 using namespace fa::tc;  // the tile and fragment building blocks (common/cuda/include/fa/cuda/tc/)
 
-// The tile shape of one instantiation: head dim D, kWarps warps of 16·kMT query rows each, Bc keys
-// per K/V tile, and at least kMinBlocks blocks per SM (the register budget: __launch_bounds__).
-template <int D_, int kWarps_, int kMT_, int kBc_, int kMinBlocks_>
-struct V4Config {
-  static constexpr int D = D_, kWarps = kWarps_, kMT = kMT_, kBc = kBc_, kMinBlocks = kMinBlocks_;
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBr = 16 * kMT * kWarps;
+template <int D>
+struct V4 {
+  static constexpr int kThreads = 128, kBr = 64, kBc = 64;
   using QTile = SwizzledTile<kBr, D>;
   using KVTile = SwizzledTile<kBc, D>;
-  // Q, then two K buffers, then two V buffers.
   static constexpr int kSmemBytes = (QTile::kElements + 4 * KVTile::kElements) * 2;
 };
 
-template <class T, class C>
-__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) v4_registers_kernel(const KernelArgs<T> a) {
-  constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, MT = C::kMT, NT = Bc / 8, DT = D / 8;
-  using QTile = typename C::QTile;
-  using KVTile = typename C::KVTile;
+template <class T, int D>
+__global__ void __launch_bounds__(128) v4_registers_kernel(const KernelArgs<T> a) {
+  constexpr int Br = V4<D>::kBr, Bc = V4<D>::kBc, NT = Bc / 8, DT = D / 8;
+  using QTile = typename V4<D>::QTile;
+  using KVTile = typename V4<D>::KVTile;
   extern __shared__ __align__(128) unsigned char smem[];
-  // Shared memory by 32-bit shared-window addresses (what ldmatrix and cp.async take): Q, then two
-  // K buffers, then two V buffers, kTileBytes apart.
-  constexpr std::uint32_t kTileBytes = KVTile::kElements * sizeof(T);
-  const std::uint32_t q_tile = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-  const std::uint32_t k_tiles = q_tile + QTile::kElements * sizeof(T);
-  const std::uint32_t v_tiles = k_tiles + 2 * kTileBytes;
-
+  T* q_tile = reinterpret_cast<T*>(smem);
+  T* k_tiles = q_tile + QTile::kElements;        // [2][KVTile]
+  T* v_tiles = k_tiles + 2 * KVTile::kElements;  // [2][KVTile]
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+
   const int tile = a.heavy_first ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
-  const int i0 = tile * Br, warp_row0 = 16 * MT * warp;
+  const int i0 = tile * Br, warp_row0 = 16 * warp;
   const std::int64_t head = blockIdx.x;
   const T* q = a.q + head * a.seq_q * D;
   const T* k = a.k + head * a.seq_k * D;
   const T* v = a.v + head * a.seq_k * D;
   const KeyTiles kv = key_tiles(i0, Br, Bc, a.seq_q, a.seq_k, a.causal);
 
-  // Every ldmatrix row address of the loop, from one per-thread address per operand. A lane's rows
-  // r have r mod 8 = lane mod 8, and its 16-byte chunk within a 64-column block is 2k + h (k: the
-  // 16-wide step, h = 0 or 1 by lane), stored at (2k + h) XOR (lane mod 8) = (h XOR lane mod 8)
-  // XOR 2k. Tiles and rows are 128-byte aligned, so the chunk is address bits 4-6 and the swizzled
-  // address of step k is the step-0 address XOR 32·k: one LOP3 from a register (swizzled_at,
-  // tile_ops.cuh), where v2 and v3 compute SwizzledTile::offset at every load
-  // (docs/07_tensor_cores.md, "The ladder, measured"). Column blocks (c / 64), the row steps
-  // (16·mt, 16·np, 16·ks) and the K/V buffer are added after the XOR: constants, or a uniform
-  // register, inside the instruction.
-  const int chunk_qv = (lane / 16) ^ (lane % 8), chunk_k = (lane / 8 % 2) ^ (lane % 8);
-  const std::uint32_t q_base = q_tile + sizeof(T) * ((warp_row0 + lane % 16) * 64 + chunk_qv * 8);
-  const std::uint32_t k_base = k_tiles + sizeof(T) * ((lane % 8 + 8 * (lane / 16)) * 64 + chunk_k * 8);
-  const std::uint32_t v_base = v_tiles + sizeof(T) * ((lane % 16) * 64 + chunk_qv * 8);
-  auto q_at = [&](int mt, int kk) { return swizzled_at<T>(q_base, kk, mt, Br); };
-  auto k_at = [&](std::uint32_t buffer, int np, int kk) { return swizzled_at<T>(k_base, kk, np, Bc) + buffer; };
-  auto v_at = [&](std::uint32_t buffer, int ks, int dp) { return swizzled_at<T>(v_base, dp, ks, Bc) + buffer; };
-
-  float o[MT][DT][4] = {};
-  float m[MT][2], l[MT][2] = {};
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY;
-
+  float o[1][DT][4] = {};
+  float m[1][2] = {{-INFINITY, -INFINITY}}, l[1][2] = {};
   if (kv.count > 0) {
-    load_tile_async<QTile, Br, D, C::kThreads>(q_tile, q, i0, a.seq_q);
-    load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles, k, 0, a.seq_k);
+    load_tile<QTile, Br, D, 128, true>(q_tile, q, i0, a.seq_q);
+    load_tile<KVTile, Bc, D, 128, true>(k_tiles, k, 0, a.seq_k);
     ptx::cp_async_commit();  // group: Q, K_0
-    load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles, v, 0, a.seq_k);
+    load_tile<KVTile, Bc, D, 128, true>(v_tiles, v, 0, a.seq_k);
     ptx::cp_async_commit();  // group: V_0
   }
 
   for (int j = 0; j < kv.count; ++j) {
-    const std::uint32_t buffer = (j & 1) * kTileBytes, next_buffer = kTileBytes - buffer;
-    ptx::cp_async_wait<1>();  // Q and K_j have landed (V_j may still be in flight) ...
-    __syncthreads();          // ... for every thread's copies
-    // K_{j+1} into the other buffer: its last reader, S_{j−1}, finished before the __syncthreads
-    // above. It lands behind S_j, the softmax and P·V_j. An empty group when there is none keeps
-    // the count of groups the waits rely on.
-    if (j + 1 < kv.count)
-      load_tile_async<KVTile, Bc, D, C::kThreads>(k_tiles + next_buffer, k, (j + 1) * Bc, a.seq_k);
-    ptx::cp_async_commit();
+    const T* k_tile = k_tiles + (j & 1) * KVTile::kElements;
+    const T* v_tile = v_tiles + (j & 1) * KVTile::kElements;
+    ptx::cp_async_wait<1>();  // Q and K_j have landed (V_j may still be in flight)
+    __syncthreads();
 
-    // S = Q·K_jᵀ, D/16 steps of k = 16.
-    float s[MT][NT][4] = {};
+    float s[1][NT][4] = {};
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      std::uint32_t qa[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-          ptx::ldmatrix_x4(qa[mt], q_at(mt, kk));
+      std::uint32_t qa[4];
+      ptx::ldmatrix_x4(qa, q_tile + QTile::offset(warp_row0 + lane % 16, 16 * kk + 8 * (lane / 16)));
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
-        // Keys 16·np .. +15, d 16·kk .. +15: the B fragments of two 8-key column tiles.
         std::uint32_t kb[4];
-        ptx::ldmatrix_x4(kb, k_at(buffer, np, kk));
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          ptx::mma_m16n8k16<T>(s[mt][2 * np], qa[mt], {kb[0], kb[1]});
-          ptx::mma_m16n8k16<T>(s[mt][2 * np + 1], qa[mt], {kb[2], kb[3]});
-        }
+        ptx::ldmatrix_x4(kb, k_tile + KVTile::offset(16 * np + lane % 8 + 8 * (lane / 16), 16 * kk + 8 * (lane / 8 % 2)));
+        ptx::mma_m16n8k16<T>(s[0][2 * np], qa, {kb[0], kb[1]});
+        ptx::mma_m16n8k16<T>(s[0][2 * np + 1], qa, {kb[2], kb[3]});
       }
     }
     if (j >= kv.mask_from) mask_scores(s, i0 + warp_row0, j * Bc, a.seq_q, a.seq_k, a.causal);
+    float alpha[2];
+    online_softmax(s[0], m[0], l[0], alpha, a.scale_log2);
+    rescale(o[0], alpha);
 
-    // P = online softmax of S, in place; O's rows rescaled by 2^((m_old − m_new)·τlog2e).
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      float alpha[2];
-      online_softmax(s[mt], m[mt], l[mt], alpha, a.scale_log2);
-      rescale(o[mt], alpha);
-    }
-
+    if (j + 1 < kv.count)
+      load_tile<KVTile, Bc, D, 128, true>(k_tiles + ((j + 1) & 1) * KVTile::kElements, k, (j + 1) * Bc, a.seq_k);
+    ptx::cp_async_commit();
     ptx::cp_async_wait<1>();  // V_j has landed (K_{j+1} may still be in flight)
     __syncthreads();
-    // V_{j+1} into the other buffer: its last reader, P·V_{j−1}, finished before this tile's first
-    // __syncthreads. It lands behind P·V_j and S_{j+1}.
-    if (j + 1 < kv.count)
-      load_tile_async<KVTile, Bc, D, C::kThreads>(v_tiles + next_buffer, v, (j + 1) * Bc, a.seq_k);
-    ptx::cp_async_commit();
 
-    // O += P·V_j, Bc/16 steps of k = 16 keys; P's A fragment is two S accumulators, packed.
 #pragma unroll
     for (int ks = 0; ks < Bc / 16; ++ks) {
-      std::uint32_t pa[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        pa[mt][0] = ptx::pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
-        pa[mt][1] = ptx::pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
-        pa[mt][2] = ptx::pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
-        pa[mt][3] = ptx::pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
-      }
+      // P's A fragment for keys 16·ks .. +15: S's column tiles 2·ks and 2·ks + 1, packed.
+      const std::uint32_t pa[4] = {ptx::pack2<T>(s[0][2 * ks][0], s[0][2 * ks][1]),
+                                   ptx::pack2<T>(s[0][2 * ks][2], s[0][2 * ks][3]),
+                                   ptx::pack2<T>(s[0][2 * ks + 1][0], s[0][2 * ks + 1][1]),
+                                   ptx::pack2<T>(s[0][2 * ks + 1][2], s[0][2 * ks + 1][3])};
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
-        // Keys 16·ks .. +15, d 16·dp .. +15, transposed: the B fragments of two 8-wide d tiles.
         std::uint32_t vb[4];
-        ptx::ldmatrix_x4_trans(vb, v_at(buffer, ks, dp));
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          ptx::mma_m16n8k16<T>(o[mt][2 * dp], pa[mt], {vb[0], vb[1]});
-          ptx::mma_m16n8k16<T>(o[mt][2 * dp + 1], pa[mt], {vb[2], vb[3]});
-        }
+        ptx::ldmatrix_x4_trans(vb, v_tile + KVTile::offset(16 * ks + lane % 16, 16 * dp + 8 * (lane / 16)));
+        ptx::mma_m16n8k16<T>(o[0][2 * dp], pa, {vb[0], vb[1]});
+        ptx::mma_m16n8k16<T>(o[0][2 * dp + 1], pa, {vb[2], vb[3]});
       }
     }
+
+    if (j + 1 < kv.count)
+      load_tile<KVTile, Bc, D, 128, true>(v_tiles + ((j + 1) & 1) * KVTile::kElements, v, (j + 1) * Bc, a.seq_k);
+    ptx::cp_async_commit();
   }
 
   write_output(a, o, m, l, a.o + head * a.seq_q * D, a.lse + head * a.seq_q, i0 + warp_row0);

@@ -34,7 +34,7 @@ void check_rung(int k, const fa::Problem& p, const fa::AttentionData& in) {
 
 }  // namespace
 
-TEST_CASE("the ladder: v1_mma .. v4_registers, then the stage's kernel `flash` on top") {
+TEST_CASE("the ladder: v1_mma .. v5_addresses, then the stage's kernel `flash` on top") {
   const fa::testing::Shape shapes[] = {{1, 1, 64}, {77, 130, 128}, {130, 77, 64}, {200, 200, 128}};
   std::uint64_t seed = 70;
   for (const fa::DType t : {fa::DType::bfloat16, fa::DType::float16})
