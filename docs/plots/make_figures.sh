@@ -56,21 +56,23 @@ echo "== 00 roofline"
 
 # Chapter 02: stages 01 and 02 on a 2-core Xeon.
 set_of cpu - step01_xeon-2core.json step02_xeon-2core.json
+# The chapters show only some figures of a set; the others are not kept.
+rm -f "$scratch/cpu_progression.png" "$scratch/cpu_tflops.png"
 # Chapter 03: stage 03 run until it runs out of device memory.
 set_of h100_step03_oom H100 step03_find_oom_b1_h32_d64.json
+rm -f "$scratch/h100_step03_oom_progression.png" "$scratch/h100_step03_oom_tflops.png" "$scratch/h100_step03_oom_time.png"
 # Chapters 03-05: the FlashAttention-paper shapes (B·N = 16k tokens), D = 64 and D = 128.
 set_of h100_d64 H100 step03_paper_d64.json step04_d64.json step05_d64.json
 set_of h100_d128 H100 step03_paper_d128.json step04_d128.json step05_d128.json
+rm -f "$scratch/h100_d64_progression.png" "$scratch/h100_d64_time.png" \
+  "$scratch/h100_d128_memory.png" "$scratch/h100_d128_progression.png" "$scratch/h100_d128_time.png"
 # Chapter 04: the ladder, every rung at the paper shape N = 4096, TFLOP/s on a linear axis.
 echo "== 04 ladder"
 "$python" "$here/draw_flash_ladder.py" "$results/step04_ladder_d64.json" "$results/step04_ladder_d128.json" \
   --out "$scratch" >/dev/null
 # Chapter 06: the backward at the paper shapes, D = 64, with the deterministic dQ.
 set_of h100_bwd_d64 H100 step06_d64.json step06_d64_causal.json step06_d64_causal_deterministic.json
-# The tour on the H100 machine (stages 03-06; stage 03's CPU comparison row is left out: one
-# figure, one device).
-set_of tour_h100 H100 step03_tour-h100.json step04_tour-h100.json step05_tour-h100.json \
-  step06_tour-h100.json
+rm -f "$scratch/h100_bwd_d64_progression.png" "$scratch/h100_bwd_d64_time.png"
 
 # Chapter 07: the ladder at the paper shape N = 4096 (progression only, as chapter 04's), and the
 # stage beside PyTorch's SDPA backends measured in one run by tools/compare_pytorch.py (TFLOP/s only).
