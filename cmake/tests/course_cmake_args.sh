@@ -104,6 +104,20 @@ check_next "a missing package" $'-- The CUDA compiler identification is NVIDIA 1
   './course setup'
 check_next "another error" $'CMake Error at CMakeLists.txt:1 (project):\n  something else' 'rm -rf build'
 
+# ./course check with a line break, an escape sequence or a lone C1 byte in the exercise's name:
+# refused before anything is built, on one line with the name escaped, exit 2.
+for id in $'ex01\n' $'ex\e]0;title\a' $'ex\x9b1m'; do
+  rc=0
+  out=$(cd "$scratch/tree" && ./course check "$id" 2>&1) || rc=$?
+  shown=$(printf '%q' "$id")
+  if [ $rc -ne 2 ] || [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ] || [[ $out == *[[:cntrl:]]* ]] ||
+     [[ $out == *$'\x9b'* ]]; then
+    fail "./course check $shown: exit $rc (want 2), output: $(printf '%q' "$out")"
+  else
+    printf 'ok: ./course check %s: %s\n' "$shown" "$out"
+  fi
+done
+
 if [ $failures -ne 0 ]; then
   echo "$failures case(s) failed"
   exit 1
