@@ -45,18 +45,18 @@
 // the named barrier lets the S warps' dV product run beside the dP warps' dK product, 1.03-1.04×
 // the kernel at 16k keys (docs/results/step08_named_barriers_h100.txt).
 //
-// What it adds to the rung below (diff ladder/v6_named_barrier.cuh against this file): the grid
+// What it adds to the rung below (diff ladder/v7_named_barrier.cuh against this file): the grid
 // order. With key_tiles_first the grid's fast axis is a head's key tiles, so that the blocks
-// running at once share one head's Q, dO and dQ rows in L2; else the heads, as in v1 .. v6. The
+// running at once share one head's Q, dO and dQ rows in L2; else the heads, as in v1 .. v7. The
 // host chooses by shape (StageConfigOf in tensor_core_backward.cu); the kernel reads the flag to
 // tell its head and key tile. (Also the deterministic mode's switch, kAtomicDq, which no rung has.)
 // Predicted (written before it was measured, from step08_tune's runs of the two orders,
-//   tensor_core_backward.cu): D = 64 1.02-1.08x v6 without the mask, 1.00x causal (heads first
+//   tensor_core_backward.cu): D = 64 1.02-1.08x v7 without the mask, 1.00x causal (heads first
 //   there); D = 128 1.03-1.08x without the mask, causal 1.00x below 16k keys, 1.04x at 16k.
-// Measured (one H100, bf16, the paper shapes at 4k and 16k, docs/results/step08_ladder_rungs_h100/):
-//   D = 64 1.07x v6 at 4k without the mask, 0.98x at 16k, 0.95-0.96x causal; D = 128 1.04x at 4k
-//   without the mask, 0.99x elsewhere. The grid order pays only at 4k without the mask; causal at
-//   D = 64 the stage's kernel ran 4-5 % behind v6 with the same order (heads first): reading the
+// Measured (one H100, bf16, the paper shapes at 4k and 16k, docs/results/step08_ladder_rungs_h100/,
+//   where v7 is named v6_named_barrier): D = 64 1.07x v7 at 4k without the mask, 0.98x at 16k,
+//   0.95-0.96x causal; D = 128 1.04x at 4k without the mask, 0.99x elsewhere. The grid order pays only at 4k without the mask; causal at
+//   D = 64 the stage's kernel ran 4-5 % behind v7 with the same order (heads first): reading the
 //   order at run time is the suspect (docs/notes/08_tensor_core_backward.md).
 //
 #pragma once

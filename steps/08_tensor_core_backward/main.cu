@@ -2,7 +2,7 @@
 // stage 07's forward) beside stage 06 (float32 on CUDA cores, on the same inputs converted to
 // float32), verifies dQ, dK, dV against the float64 backward (all or sampled rows, with the
 // tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time. With
-// --ladder it also runs the rungs v1 .. v4 below the stage's kernel (ladder/ladder.cuh), each
+// --ladder it also runs the rungs v1 .. v7 below the stage's kernel (ladder/ladder.cuh), each
 // verified like it.
 //
 // What changed from stage 07's main: the pass is the backward (FLOPs = 2.5x the forward's), and
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   fa::StageCli cli(spec);
   bool paper_shapes = false, ladder = false;
   fa::step08::BackwardOptions options;
-  cli.app().add_flag("--ladder", ladder, "also run the rungs below the stage's kernel (v1_mma .. v6_named_barrier)")
+  cli.app().add_flag("--ladder", ladder, "also run the rungs below the stage's kernel (v1_mma .. v7_named_barrier)")
       ->group("stage 08");
   cli.app().add_flag("--paper-shapes", paper_shapes, "B = 16384 / N and H = 2048 / D at each N")->group("stage 08");
   cli.app().add_flag("--deterministic", options.deterministic, "bitwise-reproducible dQ (variant flash-deterministic)")

@@ -34,7 +34,8 @@ CliSpec stage_cli_spec() {
       "                reproducible; S and dP computed twice); the variant is then flash-deterministic.\n"
       "flash-float32: stage 06 (after stage 05) on float32 copies of the inputs (D = 32, 64, 128).\n"
       "the ladder (--ladder; --variant NAME runs one rung; D = 64 and 128): v1_mma, v2_ldmatrix,\n"
-      "v3_cp_async, v4_registers, v5_two_key_blocks, v6_named_barrier, flash (the stage's kernel).\n"
+      "v3_cp_async, v4_registers, v5_whole_tiles, v6_two_key_blocks, v7_named_barrier, flash (the\n"
+      "stage's kernel).\n"
       "--paper-shapes: B = 16384 / N and H = 2048 / D (the FlashAttention papers' sweep).\n"
       "backward files: --load also reads do.npy; --save also writes dq.npy dk.npy dv.npy and do.npy";
   return spec;

@@ -11,8 +11,9 @@
 #include "08_tensor_core_backward/ladder/v2_ldmatrix.cuh"
 #include "08_tensor_core_backward/ladder/v3_cp_async.cuh"
 #include "08_tensor_core_backward/ladder/v4_registers.cuh"
-#include "08_tensor_core_backward/ladder/v5_two_key_blocks.cuh"
-#include "08_tensor_core_backward/ladder/v6_named_barrier.cuh"
+#include "08_tensor_core_backward/ladder/v5_whole_tiles.cuh"
+#include "08_tensor_core_backward/ladder/v6_two_key_blocks.cuh"
+#include "08_tensor_core_backward/ladder/v7_named_barrier.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/shared_memory.cuh"
 
@@ -43,17 +44,17 @@ void launch_config(const char* name, const Problem& p, const BackwardArgs<T>& ar
   launch_kernel<T, kKernel, C::kThreads, C::kBc, C::kSmemBytes>(name, p, args, ctx);
 }
 
-// v4: 8 warps of 16 keys and query tiles of 64, as v1 .. v3 have.
+// v5: 8 warps of 16 keys and query tiles of 64, as v1 .. v4 have.
 template <int D>
-using V4 = V4Config<D, kRungWarps, 1>;
-static_assert(V4<64>::kBc == kRungBc && V4<64>::kBr == kRungBr, "v4 has the lower rungs' tile");
-// v5 and v6: the stage's shapes (tensor_core_backward.cu). D = 64: 4 warps of 32 keys, query tiles
+using V5 = V5Config<D, kRungWarps, 1>;
+static_assert(V5<64>::kBc == kRungBc && V5<64>::kBr == kRungBr, "v5 has the lower rungs' tile");
+// v6 and v7: the stage's shapes (tensor_core_backward.cu). D = 64: 4 warps of 32 keys, query tiles
 // of 32, two blocks per SM. D = 128: 8 warps, a pair per 32 keys, query tiles of 64, dQ in blocks
 // of 32 queries, one block per SM.
 template <int D>
-using V5 = std::conditional_t<D == 64, V5Config<64, 4, 2, 2, 32>, V5Config<128, 8, 1, 2, 64, 2, 2>>;
-template <int D>
 using V6 = std::conditional_t<D == 64, V6Config<64, 4, 2, 2, 32>, V6Config<128, 8, 1, 2, 64, 2, 2>>;
+template <int D>
+using V7 = std::conditional_t<D == 64, V7Config<64, 4, 2, 2, 32>, V7Config<128, 8, 1, 2, 64, 2, 2>>;
 
 template <class T>
 void v1_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
@@ -76,18 +77,26 @@ void v3_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
 }
 template <class T>
 void v4_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
-  if (p.dim == 64) launch_config<T, V4<64>, v4_registers_kernel<T, V4<64>>>("v4_registers", p, a, ctx);
-  else launch_config<T, V4<128>, v4_registers_kernel<T, V4<128>>>("v4_registers", p, a, ctx);
+  if (p.dim == 64)
+    launch_kernel<T, v4_registers_kernel<T, 64>, 32 * kRungWarps, kRungBc, V4<64>::kSmemBytes>("v4_registers", p, a, ctx);
+  else
+    launch_kernel<T, v4_registers_kernel<T, 128>, 32 * kRungWarps, kRungBc, V4<128>::kSmemBytes>("v4_registers", p, a,
+                                                                                                   ctx);
 }
 template <class T>
 void v5_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
-  if (p.dim == 64) launch_config<T, V5<64>, v5_two_key_blocks_kernel<T, V5<64>>>("v5_two_key_blocks", p, a, ctx);
-  else launch_config<T, V5<128>, v5_two_key_blocks_kernel<T, V5<128>>>("v5_two_key_blocks", p, a, ctx);
+  if (p.dim == 64) launch_config<T, V5<64>, v5_whole_tiles_kernel<T, V5<64>>>("v5_whole_tiles", p, a, ctx);
+  else launch_config<T, V5<128>, v5_whole_tiles_kernel<T, V5<128>>>("v5_whole_tiles", p, a, ctx);
 }
 template <class T>
 void v6_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
-  if (p.dim == 64) launch_config<T, V6<64>, v6_named_barrier_kernel<T, V6<64>>>("v6_named_barrier", p, a, ctx);
-  else launch_config<T, V6<128>, v6_named_barrier_kernel<T, V6<128>>>("v6_named_barrier", p, a, ctx);
+  if (p.dim == 64) launch_config<T, V6<64>, v6_two_key_blocks_kernel<T, V6<64>>>("v6_two_key_blocks", p, a, ctx);
+  else launch_config<T, V6<128>, v6_two_key_blocks_kernel<T, V6<128>>>("v6_two_key_blocks", p, a, ctx);
+}
+template <class T>
+void v7_launch(const Problem& p, const BackwardArgs<T>& a, DeviceContext& ctx) {
+  if (p.dim == 64) launch_config<T, V7<64>, v7_named_barrier_kernel<T, V7<64>>>("v7_named_barrier", p, a, ctx);
+  else launch_config<T, V7<128>, v7_named_barrier_kernel<T, V7<128>>>("v7_named_barrier", p, a, ctx);
 }
 
 }  // namespace
@@ -112,15 +121,20 @@ void v4_registers(const Problem& p, const AttentionInputs& in, ConstTensorView o
   require_rung_dim(p, "v4_registers");
   attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v4_launch<__nv_bfloat16>, &v4_launch<__half>});
 }
-void v5_two_key_blocks(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
-                       ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
-  require_rung_dim(p, "v5_two_key_blocks");
+void v5_whole_tiles(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                    ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  require_rung_dim(p, "v5_whole_tiles");
   attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v5_launch<__nv_bfloat16>, &v5_launch<__half>});
 }
-void v6_named_barrier(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
-                      ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
-  require_rung_dim(p, "v6_named_barrier");
+void v6_two_key_blocks(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                       ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  require_rung_dim(p, "v6_two_key_blocks");
   attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v6_launch<__nv_bfloat16>, &v6_launch<__half>});
+}
+void v7_named_barrier(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                      ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  require_rung_dim(p, "v7_named_barrier");
+  attention_backward_with(p, in, o, lse, d_o, grads, ctx, {&v7_launch<__nv_bfloat16>, &v7_launch<__half>});
 }
 void flash(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
            const AttentionGradients& grads, DeviceContext& ctx) {

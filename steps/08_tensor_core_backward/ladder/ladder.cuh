@@ -14,15 +14,18 @@
 //                                             buffers: the copies behind the math
 //   v4_registers       v4_registers.cuh       Pᵀ and dSᵀ stay in registers as the A operands of dV
 //                                             and dK; only dSᵀ goes to shared memory, for dQ
-//   v5_two_key_blocks  v5_two_key_blocks.cuh  two 16-key blocks behind every Q/dO fragment: 32 keys
+//   v5_whole_tiles     v5_whole_tiles.cuh     every copy a whole tile by cp.async from one pointer
+//                                             plus constants, unchecked (K and V too); 32-bit
+//                                             shared addresses; the stage's config, rows counted
+//   v6_two_key_blocks  v6_two_key_blocks.cuh  two 16-key blocks behind every Q/dO fragment: 32 keys
 //                                             a warp (D = 64, query tiles of 32), or a pair of
 //                                             warps per 32 keys dividing the products (D = 128)
-//   v6_named_barrier   v6_named_barrier.cuh   the pair hands dSᵀ over on a named barrier: its two
-//                                             second products overlap (D = 64: v5's kernel)
+//   v7_named_barrier   v7_named_barrier.cuh   the pair hands dSᵀ over on a named barrier: its two
+//                                             second products overlap (D = 64: v6's kernel)
 //   flash              ../backward_tc_kernel.cuh  the grid order by shape: a head's key tiles on the
 //                                             grid's fast axis where that measured faster
 //
-// v1 .. v4: 8 warps of 16 keys (Bc = 128) and query tiles of 64; v5 and above the stage's shapes.
+// v1 .. v5: 8 warps of 16 keys (Bc = 128) and query tiles of 64; v6 and above the stage's shapes.
 // Every rung: fp16 or bf16, D = 64 and 128 (the stage's kernel: also 32, 96, 256), causal with tile
 // skipping, dQ by float atomics. Each header says what its rung adds, what it was predicted to gain
 // before it was measured, and what it gained.
@@ -46,9 +49,11 @@ void v3_cp_async(const Problem& p, const AttentionInputs& in, ConstTensorView o,
                  ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
 void v4_registers(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                   ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
-void v5_two_key_blocks(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+void v5_whole_tiles(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                    ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
+void v6_two_key_blocks(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
-void v6_named_barrier(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+void v7_named_barrier(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                       ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
 // The stage's backward with its default options (atomic dQ).
 void flash(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
@@ -71,10 +76,12 @@ inline constexpr Rung kLadder[] = {
     {"v2_ldmatrix", "ldmatrix(.trans) from XOR-swizzled tiles: no bank conflicts", &v2_ldmatrix, false},
     {"v3_cp_async", "cp.async, two Q and two dO buffers: the copies behind the math", &v3_cp_async, false},
     {"v4_registers", "P^T, dS^T kept in registers as the A operands of dV, dK", &v4_registers, false},
-    {"v5_two_key_blocks", "two key blocks per Q/dO fragment: 32 keys a warp, or a pair dividing the products",
-     &v5_two_key_blocks, false},
-    {"v6_named_barrier", "the pair hands dS^T over on a named barrier: its second products overlap",
-     &v6_named_barrier, false},
+    {"v5_whole_tiles", "whole tiles copied by cp.async, unchecked, K and V too; the stage's config", &v5_whole_tiles,
+     false},
+    {"v6_two_key_blocks", "two key blocks per Q/dO fragment: 32 keys a warp, or a pair dividing the products",
+     &v6_two_key_blocks, false},
+    {"v7_named_barrier", "the pair hands dS^T over on a named barrier: its second products overlap",
+     &v7_named_barrier, false},
     {"flash", "the grid order by shape: a head's key tiles first where that is faster", &flash, true},
 };
 

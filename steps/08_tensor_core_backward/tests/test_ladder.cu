@@ -54,7 +54,7 @@ void check_against_below(const fa::Verification& v, const fa::AttentionResult& g
 
 }  // namespace
 
-TEST_CASE("the ladder: v1_mma .. v6_named_barrier, then the stage's kernel `flash` on top, against float64 and the rung below") {
+TEST_CASE("the ladder: v1_mma .. v7_named_barrier, then the stage's kernel `flash` on top, against float64 and the rung below") {
   struct Shape {
     std::int64_t nq, nk, d;
   };

@@ -1,6 +1,6 @@
-// v5_two_key_blocks — v4 with two 16-key row blocks behind every Q and dO fragment read from shared
+// v6_two_key_blocks — v5 with two 16-key row blocks behind every Q and dO fragment read from shared
 // memory: each fragment feeds two mma's instead of one, half the Q/dO reads per product, which is
-// what v4 was found waiting on.
+// what v4 and v5 were found waiting on.
 //   D = 64:  one warp holds 32 keys (KM = 2), with query tiles of 32 so that its Sᵀ, dPᵀ, dK and dV
 //            fit the registers; 4 warps (Bc = 128), two blocks per SM.
 //   D = 128: one warp cannot hold 32 keys' dK and dV (256 accumulators), so a pair of warps shares
@@ -10,17 +10,18 @@
 //            bf16). dQ goes in blocks of 32 queries (QM = 2): each K fragment feeds two of them.
 //            8 warps, Bc = 128, query tiles of 64, one block per SM.
 //
-// What changed from v4 (diff ladder/v4_registers.cuh against this file): kSplit in the config, the
+// What changed from v5 (diff ladder/v5_whole_tiles.cuh against this file): kSplit in the config, the
 // pair's branch of the loop (both roles run one code on their own operands), the roles' key block
 // and part, and one accumulator set a warp in a pair. The barrier before dQ stays a __syncthreads:
-// in a pair each role waits there for the other's second product (v6 lets them overlap).
+// in a pair each role waits there for the other's second product (v7 lets them overlap).
 //
 // Predicted (written before it was measured, from step08_tune's runs of these shapes, the key-tile
-//   kernel alone, docs/results/step08_pairing_h100.txt): D = 64 1.15-1.25x v4 (there 1.25x at 4k);
+//   kernel alone, docs/results/step08_pairing_h100.txt): D = 64 1.15-1.25x v5 (there 1.25x at 4k);
 //   D = 128 1.00-1.05x (there 1.01x: the pair reads 120 fragments a warp per query tile instead of
 //   144, and waits at the __syncthreads for the slower role).
-// Measured (one H100, bf16, the paper shapes at 4k and 16k, docs/results/step08_ladder_rungs_h100/):
-//   D = 64 1.12-1.24x v4 (1.12x at 4k without the mask, 1.22-1.24x elsewhere); D = 128 1.10-1.11x.
+// Measured (one H100, bf16, the paper shapes at 4k and 16k, docs/results/step08_ladder_rungs_h100/,
+//   where this rung is named v5_two_key_blocks and v5 v4_registers): D = 64 1.12-1.24x v5 (1.12x
+//   at 4k without the mask, 1.22-1.24x elsewhere); D = 128 1.10-1.11x.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,7 +53,7 @@ using tc::swizzled_at;  // the ldmatrix address of a step of a swizzled tile
 // (w / kDqGroups)-th column block of D.
 template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1,
           int kSplit_ = 1>
-struct V5Config {
+struct V6Config {
   static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_, kKeyBlocks = kKeyBlocks_;
   static constexpr int kSplit = kSplit_;  // warps per key block
   static constexpr int kThreads = 32 * kWarps, kBc = 16 * kKeyBlocks * kWarps / kSplit, kBr = kBr_;
@@ -74,7 +75,7 @@ struct V5Config {
 };
 
 template <class T, class C>
-__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) v5_two_key_blocks_kernel(const BackwardArgs<T> a) {
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) v6_two_key_blocks_kernel(const BackwardArgs<T> a) {
   constexpr int D = C::D, Bc = C::kBc, Br = C::kBr, KM = C::kKeyBlocks, S = C::kSplit;
   constexpr int NQ = Br / 8, DT = D / 8;  // 8-column tiles of Sᵀ (queries) and of dK, dV (D)
   using KVTile = typename C::KVTile;

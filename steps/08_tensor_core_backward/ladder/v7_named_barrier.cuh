@@ -1,19 +1,20 @@
-// v6_named_barrier — v5 with the pair's hand-off of dSᵀ on a named barrier (fa/cuda/ptx/barrier.cuh)
+// v7_named_barrier — v6 with the pair's hand-off of dSᵀ on a named barrier (fa/cuda/ptx/barrier.cuh)
 // instead of a __syncthreads: the dP warps store dSᵀ and signal it (bar.arrive 1) before their dK
 // product; before dQ the S warps wait for that signal (bar.sync 1), the dP warps only for each other
 // (bar.sync 2). So the S warps' dV product runs beside the dP warps' dK product instead of each
 // role waiting for the other's. Pᵀ keeps its __syncthreads (why: fa/cuda/ptx/barrier.cuh).
-// Without a pair (D = 64) nothing changes: the kernel is v5's.
+// Without a pair (D = 64) nothing changes: the kernel is v6's.
 //
-// What changed from v5 (diff ladder/v5_two_key_blocks.cuh against this file): the arrive after the
+// What changed from v6 (diff ladder/v6_two_key_blocks.cuh against this file): the arrive after the
 // dP warps' store of dSᵀ, and the barrier before dQ.
 //
 // Predicted (written before it was measured, from the A/B run of this change in the stage's kernel,
-//   docs/results/step08_named_barriers_h100.txt): D = 128 1.03-1.04x v5 at 16k keys, less at 4k;
+//   docs/results/step08_named_barriers_h100.txt): D = 128 1.03-1.04x v6 at 16k keys, less at 4k;
 //   D = 64 1.00x (the same kernel).
-// Measured (one H100, bf16, the paper shapes at 4k and 16k, docs/results/step08_ladder_rungs_h100/):
-//   D = 128 1.00x v5 at 4k without the mask, 1.03-1.05x at 16k and causal; D = 64 0.99-1.01x (the
-//   same kernel: the spread of one run).
+// Measured (one H100, bf16, the paper shapes at 4k and 16k, docs/results/step08_ladder_rungs_h100/,
+//   where this rung is named v6_named_barrier and v6 v5_two_key_blocks): D = 128 1.00x v6 at 4k
+//   without the mask, 1.03-1.05x at 16k and causal; D = 64 0.99-1.01x (the same kernel: the spread
+//   of one run).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,7 +47,7 @@ using tc::swizzled_at;  // the ldmatrix address of a step of a swizzled tile
 // (w / kDqGroups)-th column block of D.
 template <int D_, int kWarps_, int kMinBlocks_, int kKeyBlocks_ = 1, int kBr_ = 64, int kDqBlocks_ = 1,
           int kSplit_ = 1>
-struct V6Config {
+struct V7Config {
   static constexpr int D = D_, kWarps = kWarps_, kMinBlocks = kMinBlocks_, kKeyBlocks = kKeyBlocks_;
   static constexpr int kSplit = kSplit_;  // warps per key block
   static constexpr int kThreads = 32 * kWarps, kBc = 16 * kKeyBlocks * kWarps / kSplit, kBr = kBr_;
@@ -68,7 +69,7 @@ struct V6Config {
 };
 
 template <class T, class C>
-__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) v6_named_barrier_kernel(const BackwardArgs<T> a) {
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) v7_named_barrier_kernel(const BackwardArgs<T> a) {
   constexpr int D = C::D, Bc = C::kBc, Br = C::kBr, KM = C::kKeyBlocks, S = C::kSplit;
   constexpr int NQ = Br / 8, DT = D / 8;  // 8-column tiles of Sᵀ (queries) and of dK, dV (D)
   using KVTile = typename C::KVTile;
