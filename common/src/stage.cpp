@@ -490,7 +490,9 @@ std::string use_paper_shapes(const RunOptions& opt, StageDefinition& def) {
   return "";
 }
 
-int run_stage(const StageCli& cli, const StageDefinition& def) {
+namespace {
+
+int run_stage_cases(const StageCli& cli, const StageDefinition& def) {
   const RunOptions& opt = cli.options();
   const std::string& program = cli.spec().program;
   auto usage_error = [&](const std::string& what) {
@@ -645,6 +647,20 @@ int run_stage(const StageCli& cli, const StageDefinition& def) {
   }
   std::cout << "\n" << (any_failed ? "FAIL" : "PASS") << ": " << program << "\n";
   return any_failed ? kExitVerifyFailed : kExitOk;
+}
+
+}  // namespace
+
+int run_stage(const StageCli& cli, const StageDefinition& def) {
+  const int code = run_stage_cases(cli, def);
+  // The report is the run's result: one that never reached the user (standard output a full disk,
+  // or closed) is no PASS. Said on stderr, in one line, as a file that cannot be written is.
+  std::cout.flush();
+  if (!std::cout && code != kExitUsage) {
+    std::cerr << cli.spec().program << ": error: the report could not be written to standard output\n";
+    return kExitUsage;
+  }
+  return code;
 }
 
 }  // namespace fa

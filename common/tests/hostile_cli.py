@@ -102,6 +102,9 @@ def cases(tmp, inputs):
     def full_json():
         return ["--seq", "64", "--json", "/dev/full"], 2, ["--json /dev/full"]
 
+    def stdout_full():  # the report is the result: one that cannot be written is no PASS
+        return ["--seq", "64"], 2, ["standard output"], stdout_to_dev_full
+
     def write_fails(flag):  # a regular file whose writes fail (a full disk, here a file-size limit)
         def case():
             target = folder("small_disk" + flag.replace("-", "_"))
@@ -185,7 +188,8 @@ def cases(tmp, inputs):
     table = [("load_fifo_q", fifo_q), ("load_fifo_cu_seqlens", fifo_cu_seqlens),
              ("load_dev_zero_cu_seqlens", zero_cu_seqlens), ("json_fifo", fifo_json),
              ("save_fifo", fifo_save), ("json_dev_full", full_json)]
-    table += [("json_write_fails", write_fails("--json")), ("save_write_fails", write_fails("--save"))]
+    table += [("json_write_fails", write_fails("--json")), ("save_write_fails", write_fails("--save")),
+              ("stdout_dev_full", stdout_full)]
     for flag in ("--load", "--json", "--save", "--seq", "--sweep", "--seq-lens", "--seq-q", "--seq-k",
                  "--scale", "--seed", "--reps", "--mem-limit-gb", "--warmup", "--dtype", "--inputs", "--batch",
                  "--heads", "--heads-kv", "--dim"):
@@ -214,6 +218,11 @@ def limit_file_size():
     killing the process, as a full disk would make it fail."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+
+def stdout_to_dev_full():
+    """In the child: standard output is /dev/full, where every write fails (ENOSPC)."""
+    os.dup2(os.open("/dev/full", os.O_WRONLY), 1)
 
 
 def one_clean_line(err):
