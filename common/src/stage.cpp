@@ -259,11 +259,13 @@ void check_case_inputs(const Problem& p, const AttentionData& in, Pass pass) {
   require_finite(in.k, "k");
   require_finite(in.v, "v");
   require_bounded_values(p, in.v);
+  // The scores first: past float32 they are the fault, whatever dO is (dO's bound below grows with
+  // the scale, and would otherwise name dO for a scale that no dO could survive).
+  require_finite_scores(p, in);
   if (pass == Pass::backward) {
     require_finite(in.d_o, "do");
     require_bounded_output_grad(p, in);
   }
-  require_finite_scores(p, in);
 }
 
 }  // namespace

@@ -287,3 +287,22 @@ TEST_CASE("a loaded dO is bounded as V is: past float32's range through dV's sum
   CHECK_NOTHROW(fa::load_inputs(dir.string(), forward, fa::Pass::forward, 1));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a backward case whose scaled scores pass float32 names the scores, not dO") {
+  // dO's row bound shrinks as the scale grows; the scores are checked first, so a scale that no dO
+  // could survive is refused as what it is.
+  fa::Problem p;
+  p.batch = 1;
+  p.heads = 1;
+  p.seq_q = p.seq_k = 64;
+  p.dim = 64;
+  p.scale = 1e38f;
+  std::string message = "no error";
+  try {
+    fa::make_case_inputs(p, fa::Pass::backward, 2024, fa::InputKind::normal, false);
+  } catch (const fa::UsageError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("overflows float32") != std::string::npos);
+}
+
