@@ -12,7 +12,11 @@
 //   (0.97-1.07x at D = 64, 1.06-1.18x at D = 128), this step keeps 1.21-1.34x v3 at D = 64 and
 //   0.91-1.01x at D = 128. P's round trip is the same 2 KiB per warp per tile at either D, a
 //   smaller share of twice the arithmetic at D = 128.
-// Measured: (pending the next H100 run of the ladder)
+// Measured (one H200, every rung verified in one run, N = 4096, not causal,
+//   docs/results/step07_ladder_split_h200/step07_ladder_d64.json and _d128.json): 1.03x v3 at
+//   D = 64 (238 TFLOP/s), 1.07x at D = 128 (286). The prediction was wrong at both head dims: P's
+//   round trip was worth little at D = 64 and the whole of v3 → v5 at D = 128, so the step splits
+//   between this rung and v5 the other way round from the prediction (v5_addresses.cuh).
 #pragma once
 
 #include "fa/cuda/tc/fragment_softmax.cuh"

@@ -19,9 +19,14 @@
 //   0.99-1.10x at D = 128 (16 and 32 rows per warp, step07_tune_addresses_h100.txt); over every
 //   shape of the two files at Bc = 64, +1 to +8 % and -4 to +17 %): the product, 0.97-1.07x v4 at
 //   D = 64 and 1.06-1.18x at D = 128.
-// Measured: (pending the next H100 run of the ladder). Before the split, v3 → here was one step,
-//   measured as "v4_registers" (docs/results/step07_ladder_d64.json and _d128.json): 1.30x v3 at
-//   D = 64 (264 TFLOP/s), 1.07x at D = 128 (286).
+// Measured (one H200, every rung verified in one run, N = 4096, not causal,
+//   docs/results/step07_ladder_split_h200/step07_ladder_d64.json and _d128.json): 1.11x v4 at
+//   D = 64 (264 TFLOP/s), 1.00x at D = 128 (286): outside the prediction at both head dims, the
+//   other way round: the address changes carry the step at D = 64 and nothing at D = 128. v3 →
+//   here in that run: 1.15x at D = 64, 1.07x at D = 128. Before the split, v3 → here was one step,
+//   measured on the H100 as "v4_registers" (docs/results/step07_ladder_d64.json and _d128.json):
+//   1.30x v3 at D = 64 (264 TFLOP/s), 1.07x at D = 128 (286); the H200's v3 is faster at D = 64
+//   (230 TFLOP/s against 203), so compare ratios within one run.
 #pragma once
 
 #include <cuda_runtime.h>
