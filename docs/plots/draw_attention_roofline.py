@@ -23,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tools"))
-from flashcourse import guard  # noqa: E402  (one-line errors, exit 2)
+from flashcourse import guard, plotting  # noqa: E402  (one-line errors, exit 2)
 from flashcourse.results import read_results  # noqa: E402
 
 # (stage, variant): (label, fused?, colour, marker)
@@ -74,14 +74,9 @@ def main(argv=None) -> int:
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--out", type=Path, default=HERE.parent / "figures")
     args = parser.parse_args(argv)
-    try:
-        import matplotlib
-    except ImportError:
-        print(f"draw_attention_roofline.py: error: matplotlib is not installed for {sys.executable} "
-              "(Debian: python3-matplotlib; try /usr/bin/python3)", file=sys.stderr)
+    plt = plotting.pyplot("draw_attention_roofline.py")
+    if plt is None:
         return 2
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     try:
         anchors = guard.read_json(args.anchors)

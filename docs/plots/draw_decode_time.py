@@ -17,7 +17,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tools"))
-from flashcourse import guard  # noqa: E402  (one-line errors, exit 2)
+from flashcourse import guard, plotting  # noqa: E402  (one-line errors, exit 2)
 from flashcourse.decoding import cache_bytes, check_row  # noqa: E402  (K and V read once, 16-bit)
 from flashcourse.results import read_results  # noqa: E402
 STYLE = {  # variant: (label, colour, marker)
@@ -56,14 +56,9 @@ def main(argv=None) -> int:
     parser.add_argument("results", type=Path, nargs="?", default=HERE.parent / "results" / "compare_11_decode_h100.json")
     parser.add_argument("--out", type=Path, default=HERE.parent / "figures")
     args = parser.parse_args(argv)
-    try:
-        import matplotlib
-    except ImportError:
-        print(f"draw_decode_time.py: error: matplotlib is not installed for {sys.executable} "
-              "(Debian: python3-matplotlib; try /usr/bin/python3)", file=sys.stderr)
+    plt = plotting.pyplot("draw_decode_time.py")
+    if plt is None:
         return 2
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     try:
         doc, gbps, rows = load(args.results)

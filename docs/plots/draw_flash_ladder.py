@@ -16,7 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "tools"))
-from flashcourse import guard  # noqa: E402  (one-line errors, exit 2)
+from flashcourse import guard, plotting  # noqa: E402  (one-line errors, exit 2)
 from flashcourse.results import read_results  # noqa: E402
 
 ORDER = [("03", "naive"), ("03", "cublas"), ("04", "v1_algorithm1"), ("04", "v2_register_tile"),
@@ -53,14 +53,9 @@ def main(argv=None) -> int:
     parser.add_argument("--anchors", type=Path, default=HERE / "anchors.json")
     parser.add_argument("--out", type=Path, default=HERE.parent / "figures")
     args = parser.parse_args(argv)
-    try:
-        import matplotlib
-    except ImportError:
-        print(f"draw_flash_ladder.py: error: matplotlib is not installed for {sys.executable} "
-              "(Debian: python3-matplotlib; try /usr/bin/python3)", file=sys.stderr)
+    plt = plotting.pyplot("draw_flash_ladder.py")
+    if plt is None:
         return 2
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     try:
         loaded = [load(p) for p in args.results]
