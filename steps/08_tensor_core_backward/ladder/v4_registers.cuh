@@ -16,7 +16,11 @@
 //   Less v5's share (v5_whole_tiles.cuh: 1.00-1.03x), this step keeps 1.02-1.05x at D = 64 and
 //   1.05-1.08x at D = 128: once v3 hid the copies the kernel waits on the Q/dO fragment reads,
 //   which this rung does not reduce (v6 does).
-// Measured: (pending the next H100 run of the ladder)
+// Measured (one H200, every rung verified in one run, N = 4096, not causal,
+//   docs/results/step08_ladder_split_h200/step08_ladder_d64.json and _d128.json): 1.09x v3 at
+//   D = 64 (227.4 TFLOP/s), 1.08x at D = 128 (257.3): above the prediction at D = 64, at its top at
+//   D = 128. In that run this rung is the whole of v3 → v5 (v5 adds 1.00x and 0.99x); the
+//   prediction left it too little, as if v5's restyle had a share of the gain.
 #pragma once
 
 #include "08_tensor_core_backward/ladder/v2_ldmatrix.cuh"

@@ -17,7 +17,10 @@
 //   so the bound checks and address arithmetic the whole-tile copies save are a small share of the
 //   loop; K and V are copied once per block. (Stage 07's kernel gained 0-17 % from its copies and
 //   its ldmatrix addresses together; here v2 already has the addresses.)
-// Measured: (pending the next H100 run of the ladder). Before v4 was split from it, v3 → here was
+// Measured (one H200, every rung verified in one run, N = 4096, not causal,
+//   docs/results/step08_ladder_split_h200/step08_ladder_d64.json and _d128.json): 1.00x v4 at
+//   D = 64 (227.4 TFLOP/s), 0.99x at D = 128 (255.9): at the prediction's bottom and just under it,
+//   within the 2-3 % that run's few repetitions resolve. Before v4 was split from it, v3 → here was
 //   one step, named v4_registers in docs/results/step08_ladder_*.json (run there as the stage's
 //   kernel at this shape: the same code but for reading the grid order, a flag that flash adds):
 //   1.05x v3 at D = 64 (219.3 against 209.7 TFLOP/s; causal 1.05x), 1.08x at D = 128 (257.8
