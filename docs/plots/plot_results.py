@@ -16,7 +16,8 @@ and the path of each is printed on its own line:
                             "anchor", tools/compare_pytorch.py) as dashed lines across N, and the
                             H100 anchors of anchors.json as horizontal lines where no such rows are
     PREFIX_progression.png  stage by stage at one common shape: time (with the gain over the bar
-                            before), TFLOP/s, extra memory; a stage's ladder of variants named
+                            before) and TFLOP/s as bars on linear axes from 0, extra memory as
+                            points on a log axis; a stage's ladder of variants named
                             v1_..., v2_, ... is shown rung by rung, then the stage's own variant
 
 One figure shows one device. The tour's folder holds CPU results (stages 01, 02, and stage 03's
@@ -825,20 +826,33 @@ class Plotter:
         xs = list(range(len(best)))
         colors = [self.style[group_key(r)][0] for r in best]
         fig, axes = plt.subplots(3, 1, figsize=(max(9.0, 1.25 * len(best) + 3.0), 12))
-        panels = ((axes[0], "median_ms", "median time (lower is better); ×: speed-up over the bar before", "ms (log)", fmt_ms),
-                  (axes[1], "tflops", "TFLOP/s (higher is better)", "TFLOP/s (log)", fmt_tf),
-                  (axes[2], "extra_bytes", "extra memory, measured (lower is better)", "bytes (log)", fmt_bytes))
+        # A bar's length is its value only on a linear axis from 0: time and TFLOP/s are bars there,
+        # each labelled with its value above it (a slow first rung leaves the others short but
+        # still read). Memory spans decades (N² against N), so it stays log, as points, not bars.
+        panels = ((axes[0], "median_ms", "median time (lower is better); ×: speed-up over the bar before", "ms", fmt_ms),
+                  (axes[1], "tflops", "TFLOP/s (higher is better)", "TFLOP/s", fmt_tf),
+                  (axes[2], "extra_bytes", "extra memory, measured (lower is better; points on a log axis)",
+                   "bytes (log)", fmt_bytes))
         for ax, field, title, ylabel, fmt in panels:
             vals = [r.get(field) if r["status"] == "ok" else None for r in best]
             pos = [v for v in vals if _positive(v)]
-            ax.set_yscale("log")
-            if pos:
-                ax.set_ylim(min(pos) / 8, max(pos) * (25 if field == "median_ms" else 10))
-            bottom = ax.get_ylim()[0] if pos else 1.0
+            as_bars = field != "extra_bytes"
+            if as_bars:
+                # Headroom for the labels above the bars (three lines over the time bars).
+                ax.set_ylim(0, max(pos) * (1.4 if field == "median_ms" else 1.15) if pos else 1.0)
+            else:
+                ax.set_yscale("log")
+                if pos:
+                    ax.set_ylim(min(pos) / 8, max(pos) * 10)
+            # Words for a slot with no value sit just above the axis's floor, whatever its scale.
+            floor = self.transforms.blended_transform_factory(ax.transData, ax.transAxes)
             prev = None  # the last bar with a time: what the speed-up is measured against
             for x, v, r, c in zip(xs, vals, best, colors):
                 if _positive(v):
-                    ax.bar(x, v - bottom, bottom=bottom, color=c, width=0.65, zorder=3, gid="bar")
+                    if as_bars:
+                        ax.bar(x, v, color=c, width=0.65, zorder=3, gid="bar")
+                    else:
+                        ax.plot([x], [v], ls="none", marker="o", markersize=10, color=c, zorder=3, gid="point")
                     text = fmt(v)
                     if field == "median_ms":
                         if _positive(r.get("tflops")):
@@ -846,11 +860,12 @@ class Plotter:
                         if prev is not None:
                             text += f"\n×{prev['median_ms'] / v:.3g} vs {prev['_variant']}"
                         prev = r
-                    ax.text(x, v * 1.15, text, ha="center", va="bottom", fontsize=7.5, gid="bar-label",
-                            zorder=6, bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.8))
+                    ax.annotate(text, (x, v), xytext=(0, 4 if as_bars else 9), textcoords="offset points",
+                                ha="center", va="bottom", fontsize=7.5, gid="bar-label", zorder=6,
+                                bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=0.8))
                 else:
                     word = {"oom": "OOM\n(marker)", "skipped": "skipped", "failed": "failed"}.get(r["status"], "0 B")
-                    ax.text(x, bottom * 1.5, word, ha="center", va="bottom", fontsize=9,
+                    ax.text(x, 0.04, word, transform=floor, ha="center", va="bottom", fontsize=9,
                             color="firebrick" if r["status"] == "oom" else "0.3", fontweight="bold")
             if field == "tflops":
                 dts = {r["_dtype"] for r in best if r["status"] == "ok"}
@@ -861,6 +876,10 @@ class Plotter:
                     extra = [(float(r["tflops"]), f"{anchor_name(r['_variant'])} {dt}: {fmt_tf(r['tflops'])}", "--",
                               ANCHOR_STYLE.get(r["_variant"], ("0.45", "o"))[0]) for r in at]
                     self.draw_anchors(ax, pss, dt, dim, causal, legend=True, attention=not at, extra=extra)
+                    # Still from 0, up to the highest line with room above it for the legend.
+                    tops = [line.get_ydata()[0] for line in ax.get_lines() if line.get_gid() == "anchor"]
+                    if tops:
+                        ax.set_ylim(0, max([t * 1.45 for t in tops] + [v * 1.15 for v in pos]))
             if field == "extra_bytes":
                 self.bytes_axis(ax)
             if not pos:  # nothing above 0 (all 0 B, or no ok row): the words say it, no scale

@@ -509,6 +509,22 @@ class PlotResultsTest(unittest.TestCase):
         self.assertIn("×2.5 vs v1_algorithm1", texts[2])  # 15 against 6 TFLOP/s at the same work
         tf_ax = panel(fig, "TFLOP/s")
         self.assertEqual([t.get_text() for t in tf_ax.get_xticklabels()], ticks)
+        # A bar's length is its value: time and TFLOP/s bars on linear axes from 0, never on a log
+        # axis; memory (decades apart) as points on a log axis.
+        for axis in (ax, tf_ax):
+            self.assertEqual(axis.get_yscale(), "linear")
+            self.assertEqual(axis.get_ylim()[0], 0)
+            bars = [p for p in axis.patches if p.get_gid() == "bar"]
+            self.assertEqual(len(bars), 5)
+            self.assertTrue(all(p.get_y() == 0 for p in bars))
+            self.assertGreater(axis.get_ylim()[1], max(p.get_height() for p in bars))
+        mem_ax = panel(fig, "extra memory")
+        self.assertEqual(mem_ax.get_yscale(), "log")
+        self.assertEqual(list(mem_ax.patches), [])
+        self.assertEqual(len([line for line in mem_ax.get_lines() if line.get_gid() == "point"]), 1)  # 03 cublas
+        for axis in fig.axes:
+            if axis.get_yscale() == "log":
+                self.assertEqual([p for p in axis.patches if p.get_gid() == "bar"], [])
 
     @needs_mpl
     def test_anchor_rows_are_references(self):
