@@ -317,7 +317,7 @@ def self_test():
 
 def main():
     ap = guard.OneLineParser(description=__doc__.split("\n")[0])
-    ap.add_argument("files", nargs="*", help="Markdown files (default: every *.md under --docs)")
+    ap.add_argument("files", nargs="*", help="Markdown files (default: every *.md under --docs, and the README beside it)")
     ap.add_argument("--docs", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs"),
                     help="the docs folder (results/ and plots/ are read from it)")
     ap.add_argument("--suggest", action="store_true", help="print the value each annotated figure should have")
@@ -331,6 +331,9 @@ def main():
         print("check_doc_numbers: %s has no results/ folder" % docs, file=sys.stderr)
         return 2
     files = args.files or sorted(glob.glob(os.path.join(docs, "**", "*.md"), recursive=True))
+    readme = os.path.join(docs, "..", "README.md")  # the repository's front page quotes figures too
+    if not args.files and os.path.isfile(readme):
+        files.append(os.path.normpath(readme))
     for path in files:
         if not os.path.isfile(path):
             print("check_doc_numbers: no such file: %s" % guard.one_line(path), file=sys.stderr)
