@@ -124,7 +124,11 @@ std::optional<int> StageCli::parse(int argc, const char* const* argv) {
     require_values();
     finish();
   } catch (const CLI::CallForHelp&) {
-    std::cout << app_->help();
+    std::cout << app_->help() << std::flush;
+    if (!std::cout) {  // the help is the answer asked for: one that could not be written is no success
+      std::cerr << spec_.program << ": error: could not write the help to standard output\n";
+      return 2;
+    }
     return 0;
   } catch (const CLI::ParseError& e) {
     std::cerr << spec_.program << ": error: " << one_line(e.what()) << " (see --help)\n";

@@ -105,6 +105,9 @@ def cases(tmp, inputs):
     def stdout_full():  # the report is the result: one that cannot be written is no PASS
         return ["--seq", "64"], 2, ["standard output"], stdout_to_dev_full
 
+    def help_full():  # --help's text is what was asked for: unwritten, it is no success either
+        return ["--help"], 2, ["standard output"], stdout_to_dev_full
+
     def write_fails(flag):  # a regular file whose writes fail (a full disk, here a file-size limit)
         def case():
             target = folder("small_disk" + flag.replace("-", "_"))
@@ -189,7 +192,7 @@ def cases(tmp, inputs):
              ("load_dev_zero_cu_seqlens", zero_cu_seqlens), ("json_fifo", fifo_json),
              ("save_fifo", fifo_save), ("json_dev_full", full_json)]
     table += [("json_write_fails", write_fails("--json")), ("save_write_fails", write_fails("--save")),
-              ("stdout_dev_full", stdout_full)]
+              ("stdout_dev_full", stdout_full), ("help_dev_full", help_full)]
     for flag in ("--load", "--json", "--save", "--seq", "--sweep", "--seq-lens", "--seq-q", "--seq-k",
                  "--scale", "--seed", "--reps", "--mem-limit-gb", "--warmup", "--dtype", "--inputs", "--batch",
                  "--heads", "--heads-kv", "--dim"):
