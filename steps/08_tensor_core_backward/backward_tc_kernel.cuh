@@ -55,9 +55,10 @@
 //   there); D = 128 1.03-1.08x without the mask, causal 1.00x below 16k keys, 1.04x at 16k.
 // Measured (one H100, bf16, the paper shapes at 4k and 16k, docs/results/step08_ladder_rungs_h100/,
 //   where v7 is named v6_named_barrier): D = 64 1.07x v7 at 4k without the mask, 0.98x at 16k,
-//   0.95-0.96x causal; D = 128 1.04x at 4k without the mask, 0.99x elsewhere. The grid order pays only at 4k without the mask; causal at
-//   D = 64 the stage's kernel ran 4-5 % behind v7 with the same order (heads first): reading the
-//   order at run time is the suspect (docs/notes/08_tensor_core_backward.md).
+//   0.95-0.96x causal; D = 128 1.04x at 4k without the mask, 0.99x elsewhere. The grid order pays
+//   only at 4k without the mask; causal at D = 64 the stage's kernel ran 4-5 % behind v7 with the
+//   same order (heads first): reading the order at run time is the suspect
+//   (docs/notes/08_tensor_core_backward.md).
 //
 #pragma once
 

@@ -9,8 +9,9 @@
 // warp, Br = 64, Bc = 64, as v1 .. v4); and each copy issued as soon as its buffer is free (K_{j+1}
 // right after the first __syncthreads, V_{j+1} right after the second, where v3 and v4 issue them
 // after the softmax and after P·V_j): a change of order that adds no instruction and that no run
-// has timed alone (docs/notes/07_tensor_cores.md, "When the third rung issues its copies"). This is the stage's kernel (../flash_tc_kernel.cuh) at 16 rows per warp: the
-// last step, flash, changes only the shape.
+// has timed alone (docs/notes/07_tensor_cores.md, "When the third rung issues its copies"). This
+// is the stage's kernel (../flash_tc_kernel.cuh) at 16 rows per warp: the last step, flash,
+// changes only the shape.
 //
 // Predicted (written before this rung was measured, from the two address changes measured alone in
 //   the stage's kernel at N = 4096, not causal, Bc = 64: the swizzle once per thread 1.01x at
