@@ -23,15 +23,15 @@
 //
 //   The merge of the splits is a ladder (ladder/, the four values of inference.cuh's Merge):
 //     v1_warp_per_row, v2_block_per_row: a second kernel reads the partials from global memory
-//       (a warp per row, then a block per row: merge_block_per_row_kernel below);
+//       (a warp per row, then a block per row: v2's merge_block_per_row_kernel);
 //     v3_last_block: no second kernel: each block counts itself done on its row tile's counter, and
-//       the block that counts last merges the tile's rows over every split (merge_tile_splits);
+//       the block that counts last merges the tile's rows over every split (its merge_tile_splits);
 //     this file, the last rung, the cluster merge (Hopper): no second kernel and no partials in
 //       global memory: the splits of a row tile are one thread-block cluster, and every warp sends
 //       its part of the result into the shared memory of the blocks that merge it (open_inbox,
-//       send_to_owners, merge_inbox). It keeps v2's and v3's merges (the stage runs each merge from
-//       its own rung, and this kernel for the cluster merge and, below compute capability 9.0, with
-//       merge_block_per_row_kernel for Merge::fastest).
+//       send_to_owners, merge_inbox). The stage runs each lower merge from its own rung, and this
+//       kernel for the cluster merge and, below compute capability 9.0, with v2's merge kernel
+//       (v2_block_per_row::merge_block_per_row_kernel) for Merge::fastest.
 //     Predicted before the cluster merge was run: faster than v3, the partials never leaving the
 //     chip; no figure was written down. Measured (one H100, B = 1, 32 query heads on 8 K/V heads,
 //     one query, D = 128, bf16, docs/results/compare_11_decode_h100.json, the same run as the lower
@@ -86,108 +86,6 @@ constexpr bool inbox_holds_every_cluster() {
       if (sources * (rows + 8 * slots) * 4 >= (1 << 20)) return false;
     }
   return true;
-}
-
-// One output element of merge_block_per_row_kernel: Σ_s weight[s] · part[s · stride] over the splits (split s's O_s
-// element, each weighted by split_merge.hpp's part_weight), four loads in flight at a time instead
-// of a chain of dependent ones. Read through L2 (__ldcg): the parts were written by other blocks.
-__device__ __forceinline__ float sum_over_splits(const float* part, std::int64_t stride, const float* weight,
-                                                 int splits) {
-  float acc = 0.0f;
-  int s = 0;
-  for (; s + 4 <= splits; s += 4) {  // independent loads, then the sums
-    const float x0 = __ldcg(part + (s + 0) * stride), x1 = __ldcg(part + (s + 1) * stride);
-    const float x2 = __ldcg(part + (s + 2) * stride), x3 = __ldcg(part + (s + 3) * stride);
-    acc += weight[s] * x0 + weight[s + 1] * x1 + weight[s + 2] * x2 + weight[s + 3] * x3;
-  }
-  for (; s < splits; ++s) acc += weight[s] * __ldcg(part + s * stride);
-  return acc;
-}
-
-// Merge::last_block, called by every block of the split kernel after it wrote its partial rows. The
-// block counts itself on its row tile's counter; the one that counts last (all the others' partials
-// written and fenced) merges the tile's rows over every split by split_merge.hpp's rule, and sets the
-// counter back to 0 for the next launch. The others return. No block
-// waits for another, so the order in which the GPU runs them does not matter.
-//   release: each thread fences its partial stores before the block counts (__threadfence, then
-//            the barrier, then one atomicAdd);
-//   acquire: the last block's counting thread fences after the atomic, the barrier passes that on,
-//            and the partials are read through L2 (__ldcg), never from a stale L1 line.
-// `scratch` is at least 16 · 128 floats of shared memory no thread still reads: the split weights.
-template <class T, class C>
-__device__ __forceinline__ void merge_tile_splits(const DecodeArgs<T>& a, float* scratch, std::int64_t row_base,
-                                                  int rows_here, unsigned* counter) {
-  constexpr int D = C::D;
-  __shared__ bool merges;
-  __threadfence();
-  __syncthreads();  // every thread's partials fenced, and every thread done with `scratch`
-  if (threadIdx.x == 0) {
-    merges = atomicAdd(counter, 1u) == static_cast<unsigned>(a.splits - 1);
-    if (merges) {
-      __threadfence();
-      *counter = 0;  // every split has counted: ready for the next launch
-    }
-  }
-  __syncthreads();
-  if (!merges) return;
-
-  // The merge is latency, not bandwidth: a few KiB of partials, read from L2 by one block while
-  // the rest of the GPU is idle. So every read is issued before any result is needed, in three
-  // rounds: every split's LSE of the tile's rows at once (one load per thread and entry, into
-  // `scratch` [16][splits]); then, per row, its LSE over the splits and each split's weight
-  // (split_merge.hpp's rule, from shared memory, in place); then O, four columns per thread,
-  // eight splits' float4 loads in flight before the first sum. (A version that summed one column
-  // at a time, four loads in flight, waited on L2 about twenty times in a row: at 16 splits the
-  // whole step took 1.1-2.0 µs longer on an H100, docs/11_decoding.md.)
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, splits = a.splits;
-  for (int i = threadIdx.x; i < rows_here * splits; i += C::kThreads) {
-    const int row = i / splits, s = i % splits;
-    scratch[i] = __ldcg(a.lse_part + s * a.rows + row_base + row);
-  }
-  __syncthreads();
-  for (int row = warp; row < rows_here; row += C::kWarps) {
-    float* lse_s = scratch + row * splits;  // this row's splits: LSE_s in, weight out
-    float m = -INFINITY;
-    for (int s = lane; s < splits; s += 32) m = fmaxf(m, lse_s[s]);
-    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-    float sum = 0.0f;
-    if (m != -INFINITY)  // no split saw a key: LSE −inf, every weight 0, O = 0
-      for (int s = lane; s < splits; s += 32) sum += expf(lse_s[s] - m);
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    const float lse_row = m == -INFINITY ? -INFINITY : m + logf(sum);
-    for (int s = lane; s < splits; s += 32) lse_s[s] = part_weight(lse_s[s], lse_row);  // each lane its own s
-    if (lane == 0) a.lse[row_base + row] = lse_row;
-  }
-  __syncthreads();
-
-  // O: thread i sums columns 4c .. 4c + 3 of one row over the splits (split s at [s · rows · D]).
-  constexpr int kQuads = D / 4, kInFlight = 8;
-  const std::int64_t stride = a.rows * kQuads;  // one split's partial O, in float4
-  for (int i = threadIdx.x; i < rows_here * kQuads; i += C::kThreads) {
-    const int row = i / kQuads, c = i % kQuads;
-    const float4* part = reinterpret_cast<const float4*>(a.o_part + (row_base + row) * D) + c;
-    const float* weight = scratch + row * splits;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s0 = 0; s0 < splits; s0 += kInFlight) {
-      float4 x[kInFlight];
-#pragma unroll
-      for (int k = 0; k < kInFlight; ++k)
-        x[k] = s0 + k < splits ? __ldcg(part + (s0 + k) * stride) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-      for (int k = 0; k < kInFlight; ++k) {
-        const float w = s0 + k < splits ? weight[s0 + k] : 0.0f;
-        acc.x += w * x[k].x;
-        acc.y += w * x[k].y;
-        acc.z += w * x[k].z;
-        acc.w += w * x[k].w;
-      }
-    }
-    T* to = a.o + (row_base + row) * D + 4 * c;
-    to[0] = static_cast<T>(acc.x);
-    to[1] = static_cast<T>(acc.y);
-    to[2] = static_cast<T>(acc.z);
-    to[3] = static_cast<T>(acc.w);
-  }
 }
 
 // Merge::cluster: the splits of a row tile are the blocks of one thread-block cluster (rank s =
@@ -586,44 +484,6 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
       if (d == 0) a.lse_part[part] = lse;
     }
   }
-  if (a.splits > 1 && a.tile_counters != nullptr)
-    merge_tile_splits<T, C>(a, merge_o, row_base, rows_here, a.tile_counters + blockIdx.x * gridDim.z + blockIdx.z);
-}
-
-// The same merge with a block of 128 threads per query row (Merge::block_per_row; 7.5-8 µs faster
-// at every cache length on an H100, docs/results/compare_11_decode_merge_h100.txt). Rung 1's
-// combine_kernel gives each row one warp whose lanes each walk all the splits one after the other, twice for
-// the LSE and once per column: at batch 1 that is 8 blocks and a chain of dependent steps (12 µs at
-// every cache length, chapter 11). Here thread s reads split s's LSE, the block reduces the max and
-// the sum at once, keeps each split's weight in shared memory (split_merge.hpp's part_weight), and
-// thread d sums column d over the splits with four loads in flight (sum_over_splits).
-template <class T>
-__global__ void __launch_bounds__(128) merge_block_per_row_kernel(const float* o_part, const float* lse_part, T* o,
-                                                                  float* lse, long long rows, int splits, int dim) {
-  __shared__ float weight[128];  // splits <= 128 (choose_splits' cap, --splits' range)
-  __shared__ float partial[4];   // one value per warp
-  const long long row = blockIdx.x;
-  const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
-  const float mine = t < splits ? lse_part[t * rows + row] : -INFINITY;
-
-  float m = mine;  // the row's max over the splits: the warps', then the block's
-  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-  if (lane == 0) partial[warp] = m;
-  __syncthreads();
-  m = fmaxf(fmaxf(partial[0], partial[1]), fmaxf(partial[2], partial[3]));
-  __syncthreads();
-  float sum = (mine == -INFINITY) ? 0.0f : expf(mine - m);  // a split without keys adds nothing
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (lane == 0) partial[warp] = sum;
-  __syncthreads();
-  sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  const float lse_row = m == -INFINITY ? -INFINITY : m + logf(sum);  // no split saw a key: −inf, O = 0
-  if (t < splits) weight[t] = part_weight(mine, lse_row);
-  if (t == 0) lse[row] = lse_row;
-  __syncthreads();
-
-  for (int d = t; d < dim; d += blockDim.x)
-    o[row * dim + d] = static_cast<T>(sum_over_splits(o_part + row * dim + d, rows * dim, weight, splits));
 }
 
 }  // namespace fa::step11

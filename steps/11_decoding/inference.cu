@@ -255,10 +255,7 @@ void launch(const Problem& p, const AttentionInputs& in, const AttentionOutputs&
     if (merge == Merge::warp_per_row)
       v1_warp_per_row::combine_kernel<T><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, ctx.stream>>>(
           a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, dim);
-    else if (stage_kernel)
-      merge_block_per_row_kernel<T><<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(a.o_part, a.lse_part, a.o, a.lse,
-                                                                                          rows, plan.splits, dim);
-    else
+    else  // the block-per-row merge, and the stage's own below compute capability 9.0 (no clusters)
       v2_block_per_row::merge_block_per_row_kernel<T><<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(
           a.o_part, a.lse_part, a.o, a.lse, rows, plan.splits, dim);
     FA_CUDA_CHECK_LAUNCH();

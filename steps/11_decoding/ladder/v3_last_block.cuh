@@ -343,7 +343,6 @@ __global__ void __launch_bounds__(C::kThreads) flash_decode_kernel(const DecodeA
       if (d == 0) a.lse_part[part] = lse;
     }
   }
-  // Qualified: argument-dependent lookup would also find the stage kernel's merge_tile_splits.
   if (a.splits > 1 && a.tile_counters != nullptr)
     v3_last_block::merge_tile_splits<T, C>(a, merge_o, row_base, rows_here, a.tile_counters + blockIdx.x * gridDim.z + blockIdx.z);
 }
