@@ -1,0 +1,97 @@
+// Stage 10 — the host side: the problem's checks, the tile shape of each head dim, the tensor maps
+// and the launch of the key-tile kernel (ladder/v1_wgmma.cuh), inside stage 08's backward.
+//
+// What changed from stage 08 (steps/08_tensor_core_backward/tensor_core_backward.cu): the key-tile
+// kernel is a wgmma kernel built for sm_90a, given four tensor maps (Q, dO, K, V) built on the host
+// at every launch; everything around it is stage 08's, reached through its attention_backward_with:
+// the checks, D = rowsum(dO∘O) and LSE·log2e before (padded to 64 rows, the query tile here too),
+// the float32 dQ accumulator zeroed before and converted to 16 bits after. The forward is stage
+// 09's. Limits: D = 64 and 128, Hkv = Hq, B·H ≤ 65535.
+//
+// Build and run (verifies against float64 with the 16-bit rule, beside stage 08 on the same inputs):
+//   cmake -S . -B build -G Ninja && cmake --build build --target step10_hopper_backward
+//   build/steps/10_hopper_backward/step10_hopper_backward              (--help for the flags)
+#include "10_hopper_backward/hopper_backward.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "08_tensor_core_backward/backward_tiles.cuh"
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
+#include "09_hopper/hopper.cuh"
+#include "10_hopper_backward/ladder/v1_wgmma.cuh"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/shared_memory.cuh"
+
+namespace fa::step10 {
+
+namespace {
+
+// Two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at D = 128 that is
+// 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per SM. Not tuned.
+template <int D>
+using StageConfig = WgmmaBackwardConfig<D, 2>;
+
+template <class T, class C>
+void launch_config(const Problem& p, const step08::BackwardArgs<T>& args, DeviceContext& ctx) {
+  constexpr int D = C::D;
+  constexpr auto kernel = backward_wgmma_kernel<T, C>;
+  opt_in_shared_memory_once<kernel, C::kSmemBytes>();
+  const std::int64_t heads = p.heads_total();
+  const BackwardMaps maps{hopper::make_tile_map<T>(args.q, heads, p.seq_q, D, C::kBr),
+                          hopper::make_tile_map<T>(args.d_o, heads, p.seq_q, D, C::kBr),
+                          hopper::make_tile_map<T>(args.k, heads, p.seq_k, D, C::kBc),
+                          hopper::make_tile_map<T>(args.v, heads, p.seq_k, D, C::kBc)};
+  // The grid: (key tiles, heads). A head's key tiles are neighbours in launch order, so the blocks
+  // resident together stream the same Q and dO through L2; causal, the first key tiles are the
+  // heaviest (they see the most queries) and start first.
+  const dim3 grid(static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc), static_cast<unsigned>(heads));
+  ctx.kernel_begin("dkdv+dq");
+  kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args);
+  FA_CUDA_CHECK_LAUNCH();
+  ctx.kernel_end("dkdv+dq");
+}
+
+template <class T>
+void launch_key_tiles(const Problem& p, const step08::BackwardArgs<T>& args, DeviceContext& ctx) {
+  if (p.dim == 64)
+    launch_config<T, StageConfig<64>>(p, args, ctx);
+  else
+    launch_config<T, StageConfig<128>>(p, args, ctx);
+}
+
+// The problem's checks beyond stage 08's (which attention_backward_with makes too), one line each.
+void check_problem(const Problem& p) {
+  p.require(kSupports);
+  if (const std::string why = skip_reason(); !why.empty()) throw UsageError("stage 10: " + why);
+  if (p.kv_heads() != p.heads) throw UsageError("stage 10 runs Hkv = Hq only");
+  if (p.heads_total() > 65535)
+    throw UsageError("stage 10: B·H is at most 65535 (the TMA's head coordinate, the grid)");
+  for (const int d : {64, 128}) {
+    const long long bytes = d == 64 ? StageConfig<64>::kSmemBytes : StageConfig<128>::kSmemBytes;
+    if (p.dim != d) continue;
+    if (const std::string refusal =
+            shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(d));
+        !refusal.empty())
+      throw UsageError(refusal);
+  }
+}
+
+}  // namespace
+
+std::string skip_reason() { return step09::hopper_skip_reason(); }
+
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  step09::attention_forward_overlap(p, in, out, ctx);
+}
+
+void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  check_problem(p);
+  step08::attention_backward_with(p, in, o, lse, d_o, grads, ctx,
+                                  {launch_key_tiles<__nv_bfloat16>, launch_key_tiles<__half>});
+}
+
+}  // namespace fa::step10
