@@ -29,9 +29,10 @@
 //     Sᵀ  = K_w·Q_iᵀ    wgmma m64n64k16, D/16 steps    A: K (shared, K-major)  B: Q_i (shared, K-major)
 //     dPᵀ = V_w·dO_iᵀ   wgmma m64n64k16, D/16 steps    A: V                     B: dO_i
 //     Pᵀ = exp2(Sᵀ·τlog2e − LSE·log2e), masked; dSᵀ = Pᵀ∘(dPᵀ − D)      (registers)
+//     dS → shared (transposed, 16-bit stores)
 //     dV += Pᵀ·dO_i     wgmma m64nDk16, Br/16 steps    A: Pᵀ (registers)        B: dO_i (shared, MN-major)
 //     dK += dSᵀ·Q_i     wgmma m64nDk16, Br/16 steps    A: dSᵀ (registers)       B: Q_i (shared, MN-major)
-//     dS → shared (transposed); fence.proxy.async; block barrier
+//     fence.proxy.async; block barrier (under dV and dK); wait for dV and dK
 //     dQ_i += dS·K      wgmma m64n64k16 per 64 columns of D, Bc/16 steps (or this warpgroup's 4 when
 //                       D/64 < kGroups: then both warpgroups add their keys' share), float2 atomics
 //     block barrier; one thread loads Q_{i+2}, dO_{i+2} into buffer b at the next tile's start
@@ -88,6 +89,16 @@ struct WgmmaBackwardConfig {
 struct BackwardMaps {
   CUtensorMap q, d_o, k, v;
 };
+
+// A wgmma's A registers must keep their values until the wgmma completes; to the compiler the asm
+// statement has consumed them at issue. Naming them here, after the wait, keeps them allocated.
+template <int KS>
+__device__ __forceinline__ void fence_operands(std::uint32_t (&a)[KS][4]) {
+#pragma unroll
+  for (int k = 0; k < KS; ++k)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[k][e])::"memory");
+}
 
 template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
@@ -207,16 +218,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       dsa[ks][2] = ptx::pack2<T>(dpt[2 * ks + 1][0], dpt[2 * ks + 1][1]);
       dsa[ks][3] = ptx::pack2<T>(dpt[2 * ks + 1][2], dpt[2 * ks + 1][3]);
     }
-    wgmma_fence();  // pa, dsa written by ordinary instructions
-#pragma unroll
-    for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dv, pa[ks], mn_major_step<T>(do_addr, ks, Br), 1);
-#pragma unroll
-    for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dk, dsa[ks], mn_major_step<T>(q_addr, ks, Br), 1);
-    wgmma_commit();
-
-    // dS into shared memory, transposed, while dV and dK run: the thread's element (key, query) of
-    // dSᵀ goes to row `query`, column `key` of the [Br][Bc] tile. The 16-bit values are the ones
-    // dK's A operand holds (the same rounding in dK and dQ).
+    // dS into shared memory, transposed: the thread's element (key, query) of dSᵀ goes to row
+    // `query`, column `key` of the [Br][Bc] tile, the 16-bit value that dK's A operand holds (the
+    // same rounding in dK and dQ). Stored before dV and dK are issued: a wgmma's A registers may
+    // not be read while it runs.
 #pragma unroll
     for (int j = 0; j < NQ; ++j)
 #pragma unroll
@@ -226,8 +231,23 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         const std::uint16_t half = static_cast<std::uint16_t>((e & 1) ? word >> 16 : word & 0xFFFF);
         reinterpret_cast<std::uint16_t*>(ds_tile)[C::DsTile::offset(query, key & ~7) + (key & 7)] = half;
       }
-    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // the stores, visible to the tensor cores
-    __syncthreads();                                        // every warpgroup's keys of dS stored
+    wgmma_fence();  // pa, dsa written by ordinary instructions
+#pragma unroll
+    for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dv, pa[ks], mn_major_step<T>(do_addr, ks, Br), 1);
+#pragma unroll
+    for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dk, dsa[ks], mn_major_step<T>(q_addr, ks, Br), 1);
+    wgmma_commit();
+
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dS's stores, visible to the tensor cores
+    __syncthreads();  // every warpgroup's keys of dS stored (while dV and dK run)
+    // dV and dK done before dQ is issued: a warpgroup's wgmmas run in order anyway, and pa and dsa,
+    // kept live until here (the compiler must not give their registers to other values while the
+    // wgmmas may still read them), are free for dQ's accumulator.
+    wgmma_wait<0>();
+    fence_accumulators(dv);
+    fence_accumulators(dk);
+    fence_operands(pa);
+    fence_operands(dsa);
 
     // dQ_i += dS·K, 64 columns of D at a time (N = 64), the accumulator reused per column block.
     // Warp w's rows of the product are queries 16(w mod 4) .. + 15 of the tile.
@@ -255,9 +275,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                               dq[jd][2 * h], dq[jd][2 * h + 1]);
       }
     }
-    wgmma_wait<0>();  // dV, dK (when this warpgroup had no dQ block)
-    fence_accumulators(dv);
-    fence_accumulators(dk);
     __syncthreads();  // every warpgroup done with stage s and with dS
   }
 
