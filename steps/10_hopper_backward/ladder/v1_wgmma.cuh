@@ -41,14 +41,16 @@
 // dQ product has one 64-column block, so each warpgroup adds its own 64 keys' share: twice the
 // atomics of D = 128 per query row.
 //
-// Prediction, written before the first run (none has run yet): at the paper shapes (bf16, N ≥ 4k)
-// 1.0-1.3× stage 08's measured 271-310 TFLOP/s, so 270-400. Why: the products move from mma.sync
-// to wgmma, whose dense rate on the H100 (989 TFLOP/s) stage 09's first rung turned into 1.08-1.55×
-// stage 07's forward with the same block-barrier structure; but the backward has five products in a
-// chain per tile with a wait after each pair, 4·Br·D·2 bytes of TMA per tile against 2 of the
-// forward, dS's scalar transposed stores (64 per thread per tile, with bank conflicts) and the dQ
-// atomics (D·Br per tile at D = 128, twice that at D = 64), none of which overlaps the tensor cores
-// here. D = 64 is predicted at the low end (the atomics and the barriers weigh more per FLOP).
+// Prediction, written before the first run (none has run yet): at the paper shapes (bf16, N = 4k
+// and 16k) 1.0-1.3× stage 08, which measured 250-312 TFLOP/s there (docs/results/
+// compare_08_h100.json), so 250-400 TFLOP/s. Why: the products move from mma.sync to wgmma, whose
+// specified dense rate on the H100 SXM is 989 TFLOP/s and which stage 09's first rung, with the
+// same block-barrier structure, turned into 1.08-1.55× stage 07's forward; but the backward has
+// five products in a chain per query tile with a wait after each step, dS's transposed 16-bit
+// stores (32 per thread per tile, with bank conflicts), a block barrier before dQ and the dQ
+// atomics (D·Br per tile at D = 128, twice that at D = 64), none of which overlaps the tensor
+// cores here. D = 64 is predicted at the low end (the atomics and the barriers
+// weigh more per FLOP); causal like non-causal (the skipped tiles are stage 08's).
 #pragma once
 
 #include <cuda_runtime.h>
