@@ -1,12 +1,12 @@
 // Stage 10 — the host side: the problem's checks, the tile shape of each head dim, the tensor maps
-// and the launch of the key-tile kernel (ladder/v1_wgmma.cuh), inside stage 08's backward.
+// and the launch of the key-tile kernel (ladder/v1_wgmma.cuh), inside the backward's frame.
 //
 // What changed from stage 08 (steps/08_tensor_core_backward/tensor_core_backward.cu): the key-tile
 // kernel is a wgmma kernel built for sm_90a, given four tensor maps (Q, dO, K, V) built on the host
-// at every launch; everything around it is stage 08's, reached through its attention_backward_with:
-// the checks, D = rowsum(dO∘O) and LSE·log2e before (padded to 64 rows, the query tile here too),
-// the float32 dQ accumulator zeroed before and converted to 16 bits after. The forward is stage
-// 09's. Limits: D = 64 and 128, Hkv = Hq, B·H ≤ 65535.
+// at every launch; the frame around it is stage 08's, shared through common/
+// (fa/cuda/backward/frame.cuh): D = rowsum(dO∘O) and LSE·log2e before (padded to 64 rows, the query
+// tile here too), the float32 dQ accumulator zeroed before and converted to 16 bits after. The
+// forward is stage 09's. Limits: D = 64 and 128, Hkv = Hq, B·H ≤ 65535.
 //
 // Build and run (verifies against float64 with the 16-bit rule, beside stage 08 on the same inputs):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step10_hopper_backward
@@ -16,13 +16,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
 #include <string>
 
-#include "08_tensor_core_backward/backward_tiles.cuh"
-#include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "09_hopper/hopper.cuh"
 #include "10_hopper_backward/ladder/v1_wgmma.cuh"
+#include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
+#include "fa/cuda/nvtx.cuh"
 #include "fa/cuda/shared_memory.cuh"
 
 namespace fa::step10 {
@@ -35,7 +36,7 @@ template <int D>
 using StageConfig = WgmmaBackwardConfig<D, 2>;
 
 template <class T, class C>
-void launch_config(const Problem& p, const step08::BackwardArgs<T>& args, DeviceContext& ctx) {
+void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
   constexpr int D = C::D;
   constexpr auto kernel = backward_wgmma_kernel<T, C>;
   opt_in_shared_memory_once<kernel, C::kSmemBytes>();
@@ -55,28 +56,42 @@ void launch_config(const Problem& p, const step08::BackwardArgs<T>& args, Device
 }
 
 template <class T>
-void launch_key_tiles(const Problem& p, const step08::BackwardArgs<T>& args, DeviceContext& ctx) {
+void launch_key_tiles(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
   if (p.dim == 64)
     launch_config<T, StageConfig<64>>(p, args, ctx);
   else
     launch_config<T, StageConfig<128>>(p, args, ctx);
 }
 
-// The problem's checks beyond stage 08's (which attention_backward_with makes too), one line each.
-void check_problem(const Problem& p) {
+// The problem's checks, one line each (UsageError): what neither kernel nor launch can run.
+void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView d_o,
+                   const AttentionGradients& grads) {
   p.require(kSupports);
   if (const std::string why = skip_reason(); !why.empty()) throw UsageError("stage 10: " + why);
   if (p.kv_heads() != p.heads) throw UsageError("stage 10 runs Hkv = Hq only");
-  if (p.heads_total() > 65535)
-    throw UsageError("stage 10: B·H is at most 65535 (the TMA's head coordinate, the grid)");
-  for (const int d : {64, 128}) {
-    const long long bytes = d == 64 ? StageConfig<64>::kSmemBytes : StageConfig<128>::kSmemBytes;
-    if (p.dim != d) continue;
-    if (const std::string refusal =
-            shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(d));
-        !refusal.empty())
-      throw UsageError(refusal);
-  }
+  if (p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
+    throw UsageError("stage 10: B·H is at most 65535 (the TMA's head coordinate, the grid) and Nq, Nk fit 32-bit "
+                     "indices");
+  const long long bytes = p.dim == 64 ? StageConfig<64>::kSmemBytes : StageConfig<128>::kSmemBytes;
+  if (const std::string refusal =
+          shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));
+      !refusal.empty())
+    throw UsageError(refusal);
+  for (const void* ptr : {static_cast<const void*>(in.q.data), static_cast<const void*>(in.k.data),
+                          static_cast<const void*>(in.v.data), static_cast<const void*>(d_o.data),
+                          static_cast<const void*>(o.data), static_cast<const void*>(grads.dq.data),
+                          static_cast<const void*>(grads.dk.data), static_cast<const void*>(grads.dv.data)})
+    if (!aligned16(ptr)) throw UsageError("stage 10: every tensor must be 16-byte aligned (the TMA's tiles)");
+}
+
+// The frame (preprocessing, float32 dQ, conversion) around the key-tile kernel of p.dim.
+template <class T>
+void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
+              const AttentionGradients& grads, DeviceContext& ctx) {
+  NvtxRange range("step10/backward");
+  const bwd::BackwardArgs<T> args = bwd::prepare_backward<T>(p, in, o, lse, d_o, grads, ctx, /*atomic_dq=*/true);
+  launch_key_tiles<T>(p, args, ctx);
+  bwd::finish_atomic_dq<T>(p, args, grads, ctx);
 }
 
 }  // namespace
@@ -89,9 +104,11 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
 
 void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                         ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
-  check_problem(p);
-  step08::attention_backward_with(p, in, o, lse, d_o, grads, ctx,
-                                  {launch_key_tiles<__nv_bfloat16>, launch_key_tiles<__half>});
+  check_problem(p, in, o, d_o, grads);
+  if (p.dtype == DType::float16)
+    backward<__half>(p, in, o, lse, d_o, grads, ctx);
+  else
+    backward<__nv_bfloat16>(p, in, o, lse, d_o, grads, ctx);
 }
 
 }  // namespace fa::step10

@@ -19,9 +19,9 @@
 //   - the copies: one thread asks the TMA for K and V once, and for Q_i and dO_i per query tile,
 //     two buffers deep (tile i + 1 lands while tile i computes); rows past Nq or Nk arrive as
 //     zeros; LSE·log2e and D = rowsum(dO∘O) are read from global memory (L1) by each thread;
-//   - the rest is stage 08's: its preprocessing kernel (D, LSE·log2e, padded rows at +inf), its
-//     query_tiles (causal tiles skipped, the mask only where needed), dQ by float atomics into its
-//     float32 accumulator, its conversion kernel; the host side is attention_backward_with.
+//   - the rest is stage 08's, shared through common/ (fa/cuda/backward/): the preprocessing kernel
+//     (D, LSE·log2e, padded rows at +inf), query_tiles (causal tiles skipped, the mask only where
+//     needed), dQ by float atomics into a float32 accumulator, the conversion kernel (frame.cuh).
 //
 //   block: kGroups warpgroups, Bc = 64·kGroups keys; warpgroup w owns keys [64w, 64w + 64)
 //   per query tile i of Br = 64 queries (buffer b = i mod 2):
@@ -51,13 +51,19 @@
 // atomics (D·Br per tile at D = 128, twice that at D = 64), none of which overlaps the tensor
 // cores here. D = 64 is predicted at the low end (the atomics and the barriers
 // weigh more per FLOP); causal like non-causal (the skipped tiles are stage 08's).
+//
+// Measured (one H200, bf16, the same shapes, median of 20, docs/results/step10_v1_h200/): D = 128
+// 332 / 332 TFLOP/s at 4k / 16k (1.14× / 1.08× stage 08 in the same run), causal 304 / 364
+// (1.11× / 1.18×): inside the prediction. D = 64 206 / 221, causal 194 / 220: 0.76-0.78× stage 08,
+// below it; the header's reasons (twice the atomics, the barriers and waits per FLOP) are the
+// candidates, not yet measured apart.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "08_tensor_core_backward/backward_tiles.cuh"
+#include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
 #include "fa/cuda/ptx/mma.cuh"
@@ -67,7 +73,7 @@ namespace fa::step10 {
 using namespace hopper;  // TMA and wgmma wrappers (common/cuda/include/fa/cuda/hopper/)
 
 // The tile shape: head dim D (64 or 128), kGroups warpgroups of 64 keys (Bc = 64·kGroups), query
-// tiles of Br = 64 (stage 08's padding of the per-row arrays), two Q/dO buffers.
+// tiles of Br = 64 (the per-row arrays' padding, bwd::kRowPadding), two Q/dO buffers.
 template <int D_, int kGroups_>
 struct WgmmaBackwardConfig {
   static constexpr int D = D_, kGroups = kGroups_;
@@ -83,6 +89,7 @@ struct WgmmaBackwardConfig {
   // K, V, then kStages × (Q, dO), dS, then the mbarriers (K/V's and one per stage); +1024 to align.
   static constexpr int kSmemBytes = 2 * kKVBytes + 2 * kStages * kQBytes + kDsBytes + 8 * (1 + kStages) + 1024;
   // Every tile starts 1024-byte aligned (the swizzle's period) if each size is a multiple of it.
+  static_assert(bwd::kRowPadding % kBr == 0, "the per-row arrays are padded to whole query tiles");
   static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0, "tiles: 1024-byte multiples");
 };
 
@@ -104,7 +111,7 @@ __device__ __forceinline__ void fence_operands(std::uint32_t (&a)[KS][4]) {
 
 template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
-    backward_wgmma_kernel(const __grid_constant__ BackwardMaps maps, const step08::BackwardArgs<T> a) {
+    backward_wgmma_kernel(const __grid_constant__ BackwardMaps maps, const bwd::BackwardArgs<T> a) {
   constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, NQ = Br / 8, ND = D / 8;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -121,7 +128,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int warp = threadIdx.x / 32, group = warp / 4, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int head = static_cast<int>(blockIdx.y), j0 = static_cast<int>(blockIdx.x) * Bc;
-  const step08::QueryTiles tiles = step08::query_tiles(j0, Bc, Br, a.seq_q, a.seq_k, a.causal);
+  const bwd::QueryTiles tiles = bwd::query_tiles(j0, Bc, Br, a.seq_q, a.seq_k, a.causal);
   const int count = tiles.end - tiles.begin;
 
   // One thread asks for query tile tiles.begin + n (Q and dO) into stage n mod 2.
@@ -273,7 +280,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         if (query < a.seq_q)
 #pragma unroll
           for (int jd = 0; jd < 8; ++jd)
-            step08::add_to_dq(dq_accum + static_cast<std::int64_t>(query) * D + cb * 64 + 8 * jd + 2 * t,
+            bwd::add_to_dq(dq_accum + static_cast<std::int64_t>(query) * D + cb * 64 + 8 * jd + 2 * t,
                               dq[jd][2 * h], dq[jd][2 * h + 1]);
       }
     }
