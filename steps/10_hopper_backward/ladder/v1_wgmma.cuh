@@ -63,6 +63,7 @@
 
 #include <cstdint>
 
+#include <ds_transpose.cuh>  // holes/: the hole of exercise ex10
 #include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
@@ -227,19 +228,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       dsa[ks][2] = ptx::pack2<T>(dpt[2 * ks + 1][0], dpt[2 * ks + 1][1]);
       dsa[ks][3] = ptx::pack2<T>(dpt[2 * ks + 1][2], dpt[2 * ks + 1][3]);
     }
-    // dS into shared memory, transposed: the thread's element (key, query) of dSᵀ goes to row
-    // `query`, column `key` of the [Br][Bc] tile, the 16-bit value that dK's A operand holds (the
-    // same rounding in dK and dQ). Stored before dV and dK are issued: a wgmma's A registers may
-    // not be read while it runs.
-#pragma unroll
-    for (int j = 0; j < NQ; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key_row0 + g + (e >= 2 ? 8 : 0), query = 8 * j + 2 * t + (e & 1);
-        const std::uint32_t word = dsa[j / 2][(j % 2) * 2 + (e >= 2 ? 1 : 0)];
-        const std::uint16_t half = static_cast<std::uint16_t>((e & 1) ? word >> 16 : word & 0xFFFF);
-        reinterpret_cast<std::uint16_t*>(ds_tile)[C::DsTile::offset(query, key & ~7) + (key & 7)] = half;
-      }
+    // dS into shared memory, transposed (holes/ds_transpose.cuh): the thread's element (key, query)
+    // of dSᵀ goes to row `query`, column `key` of the [Br][Bc] tile, the 16-bit value that dK's A
+    // operand holds (the same rounding in dK and dQ). Stored before dV and dK are issued: a wgmma's
+    // A registers may not be read while it runs.
+    store_ds_transposed<typename C::DsTile>(dsa, ds_tile, key_row0, g, t);
     wgmma_fence();  // pa, dsa written by ordinary instructions
 #pragma unroll
     for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dv, pa[ks], mn_major_step<T>(do_addr, ks, Br), 1);
