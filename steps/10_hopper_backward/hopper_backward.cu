@@ -67,7 +67,9 @@ void launch_key_tiles(const Problem& p, const bwd::BackwardArgs<T>& args, Device
 void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView d_o,
                    const AttentionGradients& grads) {
   p.require(kSupports);
-  if (const std::string why = skip_reason(); !why.empty()) throw UsageError("stage 10: " + why);
+  // runs_here() asks the device once: reading its properties on every call (skip_reason) took about
+  // a millisecond, which the timed backward would include.
+  if (!step09::runs_here()) throw UsageError("stage 10: " + skip_reason());
   if (p.kv_heads() != p.heads) throw UsageError("stage 10 runs Hkv = Hq only");
   if (p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
     throw UsageError("stage 10: B·H is at most 65535 (the TMA's head coordinate, the grid) and Nq, Nk fit 32-bit "
