@@ -1,5 +1,6 @@
 // Stage 10 — the host side: the problem's checks, the tile shape of each head dim, the tensor maps
-// and the launch of the key-tile kernel (ladder/v1_wgmma.cuh), inside the backward's frame.
+// and the launch of a rung's key-tile kernel (ladder/; the stage's is the top one), inside the
+// backward's frame.
 //
 // What changed from stage 08 (steps/08_tensor_core_backward/tensor_core_backward.cu): the key-tile
 // kernel is a wgmma kernel built for sm_90a, given four tensor maps (Q, dO, K, V) built on the host
@@ -21,6 +22,7 @@
 
 #include "09_hopper/hopper.cuh"
 #include "10_hopper_backward/ladder/v1_wgmma.cuh"
+#include "10_hopper_backward/ladder/v2_rows_in_shared.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/nvtx.cuh"
@@ -30,16 +32,19 @@ namespace fa::step10 {
 
 namespace {
 
-// Two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at D = 128 that is
-// 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per SM. Not tuned.
+// Every rung: two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at D = 128
+// that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per SM. Not
+// tuned. The stage's kernel is the top rung.
 template <int D>
-using StageConfig = WgmmaBackwardConfig<D, 2>;
+using V1Config = WgmmaBackwardConfig<D, 2>;
+template <int D>
+using StageConfig = RowsInSharedConfig<D, 2>;
 
-template <class T, class C>
+// One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps.
+template <class T, class C, auto kKernel>
 void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
   constexpr int D = C::D;
-  constexpr auto kernel = backward_wgmma_kernel<T, C>;
-  opt_in_shared_memory_once<kernel, C::kSmemBytes>();
+  opt_in_shared_memory_once<kKernel, C::kSmemBytes>();
   const std::int64_t heads = p.heads_total();
   const BackwardMaps maps{hopper::make_tile_map<T>(args.q, heads, p.seq_q, D, C::kBr),
                           hopper::make_tile_map<T>(args.d_o, heads, p.seq_q, D, C::kBr),
@@ -50,17 +55,25 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
   // heaviest (they see the most queries) and start first.
   const dim3 grid(static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc), static_cast<unsigned>(heads));
   ctx.kernel_begin("dkdv+dq");
-  kernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args);
+  kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("dkdv+dq");
 }
 
-template <class T>
-void launch_key_tiles(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
-  if (p.dim == 64)
-    launch_config<T, StageConfig<64>>(p, args, ctx);
+template <class T, int D>
+void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
+  if (rung == Rung::wgmma)
+    launch_config<T, V1Config<D>, backward_wgmma_kernel<T, V1Config<D>>>(p, args, ctx);
   else
-    launch_config<T, StageConfig<128>>(p, args, ctx);
+    launch_config<T, StageConfig<D>, backward_rows_kernel<T, StageConfig<D>>>(p, args, ctx);
+}
+
+template <class T>
+void launch_key_tiles(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
+  if (p.dim == 64)
+    launch_rung<T, 64>(rung, p, args, ctx);
+  else
+    launch_rung<T, 128>(rung, p, args, ctx);
 }
 
 // The problem's checks, one line each (UsageError): what neither kernel nor launch can run.
@@ -74,6 +87,8 @@ void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView 
   if (p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
     throw UsageError("stage 10: B·H is at most 65535 (the TMA's head coordinate, the grid) and Nq, Nk fit 32-bit "
                      "indices");
+  // The top rung needs the most (rung 1 plus the rows' buffers).
+  static_assert(StageConfig<128>::kSmemBytes >= V1Config<128>::kSmemBytes, "the stage's kernel needs the most");
   const long long bytes = p.dim == 64 ? StageConfig<64>::kSmemBytes : StageConfig<128>::kSmemBytes;
   if (const std::string refusal =
           shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));
@@ -88,11 +103,11 @@ void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView 
 
 // The frame (preprocessing, float32 dQ, conversion) around the key-tile kernel of p.dim.
 template <class T>
-void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
-              const AttentionGradients& grads, DeviceContext& ctx) {
+void backward(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+              ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
   NvtxRange range("step10/backward");
   const bwd::BackwardArgs<T> args = bwd::prepare_backward<T>(p, in, o, lse, d_o, grads, ctx, /*atomic_dq=*/true);
-  launch_key_tiles<T>(p, args, ctx);
+  launch_key_tiles<T>(rung, p, args, ctx);
   bwd::finish_atomic_dq<T>(p, args, grads, ctx);
 }
 
@@ -104,13 +119,19 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
   step09::attention_forward_overlap(p, in, out, ctx);
 }
 
-void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
-                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
+                             ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
+                             DeviceContext& ctx) {
   check_problem(p, in, o, d_o, grads);
   if (p.dtype == DType::float16)
-    backward<__half>(p, in, o, lse, d_o, grads, ctx);
+    backward<__half>(rung, p, in, o, lse, d_o, grads, ctx);
   else
-    backward<__nv_bfloat16>(p, in, o, lse, d_o, grads, ctx);
+    backward<__nv_bfloat16>(rung, p, in, o, lse, d_o, grads, ctx);
+}
+
+void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  attention_backward_rung(Rung::rows_in_shared, p, in, o, lse, d_o, grads, ctx);
 }
 
 }  // namespace fa::step10

@@ -1,6 +1,7 @@
 // Stage 10 — the backward on Hopper's instructions: all five products of stage 08's backward on
-// wgmma, Q and dO by TMA (hopper_backward.cu; the ladder's rungs in ladder/). Stage 09's forward
-// writes the O and LSE it starts from; stage 08 stays the backward for GPUs before Hopper.
+// wgmma, Q, dO and the rows' LSE and D by TMA (hopper_backward.cu; the ladder's rungs in ladder/).
+// Stage 09's forward writes the O and LSE it starts from; stage 08 stays the backward for GPUs
+// before Hopper.
 #pragma once
 
 #include <string>
@@ -22,6 +23,14 @@ inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .di
 // Queued on ctx.stream.
 void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                         ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
+
+// The rungs of the ladder (ladder/), each launched the stage's way: rung 1, all five products on
+// wgmma with Q and dO by TMA; rung 2, the stage's kernel, with each query tile's LSE·log2e and D
+// brought into shared memory beside them.
+enum class Rung { wgmma, rows_in_shared };
+void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
+                             ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
+                             DeviceContext& ctx);
 
 // The forward the backward pairs with: stage 09's (its overlap rung).
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);

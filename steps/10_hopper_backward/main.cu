@@ -4,8 +4,8 @@
 // tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time. Needs a GPU
 // of compute capability 9.0 (the build is sm_90a): elsewhere it prints why and exits 77.
 //
-// What changed from stage 08's main: the rung is the wgmma kernel (ladder/v1_wgmma.cuh), the
-// comparison is stage 08, and the forward is stage 09's.
+// What changed from stage 08's main: the variants are the ladder's rungs (ladder/; the last is the
+// stage's kernel), the comparison is stage 08, and the forward is stage 09's.
 //
 //   build/steps/10_hopper_backward/step10_hopper_backward                 the default sweep, bf16
 //   build/steps/10_hopper_backward/step10_hopper_backward --dtype float16 --causal --seq-q 300 --seq-k 1000
@@ -29,12 +29,14 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step10::kSupports;
-  spec.variants = {"wgmma"};
+  spec.variants = {"wgmma", "rows_in_shared"};
   spec.notes =
       "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
       "streamed by TMA (Q and dO, two buffers); wgmma for S^T = K.Q^T and dP^T = V.dO^T (both from\n"
       "shared memory), dV += P^T.dO and dK += dS^T.Q (P^T, dS^T from registers), dQ += dS.K (dS\n"
       "through shared memory, transposed); dQ by float atomics into a float32 buffer, then converted.\n"
+      "rows_in_shared (the stage's kernel): wgmma's, with each query tile's LSE*log2e and D brought into\n"
+      "shared memory by bulk copies beside Q and dO, instead of read from global memory by every thread.\n"
       "D = rowsum(dO*O) and the dQ conversion are stage 08's kernels. The forward is stage 09's.\n"
       "memory beyond Q, K, V, O, LSE, dO and the gradients: two floats per query row (D and\n"
       "LSE*log2e) and dQ's float32 accumulator.\n"
@@ -52,8 +54,17 @@ int main(int argc, char** argv) {
   fa::StageDefinition def;
   def.id = "10";
   def.pass = fa::Pass::backward;
+  // The ladder's rungs in order, each launched the stage's way; the last is the stage's kernel.
+  const auto rung = [](fa::step10::Rung r) {
+    return [r](const fa::Problem& p, const fa::AttentionInputs& in, fa::ConstTensorView o, fa::ConstTensorView lse,
+               fa::ConstTensorView d_o, const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+      fa::step10::attention_backward_rung(r, p, in, o, lse, d_o, g, ctx);
+    };
+  };
   def.variants.push_back(fa::gpu_backward_variant("10", "wgmma", /*ours=*/true, fa::step10::attention_forward,
-                                                  fa::step10::attention_backward));
+                                                  rung(fa::step10::Rung::wgmma)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "rows_in_shared", /*ours=*/true,
+                                                  fa::step10::attention_forward, fa::step10::attention_backward));
   // The previous stage beside it, same dtype: the chart's comparison.
   def.variants.push_back(fa::gpu_backward_variant("08", "flash", /*ours=*/false, fa::step08::attention_forward,
                                                   [](const fa::Problem& p, const fa::AttentionInputs& in,

@@ -64,6 +64,7 @@
 #include <cstdint>
 
 #include <ds_transpose.cuh>  // holes/: the hole of exercise ex10
+#include "10_hopper_backward/backward_maps.cuh"
 #include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
@@ -93,22 +94,6 @@ struct WgmmaBackwardConfig {
   static_assert(bwd::kRowPadding % kBr == 0, "the per-row arrays are padded to whole query tiles");
   static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0, "tiles: 1024-byte multiples");
 };
-
-// The tensor maps: Q and dO over [B·H][Nq][D] in boxes of Br rows, K and V over [B·H][Nk][D] in
-// boxes of Bc rows (tma.cuh: 64 columns per box).
-struct BackwardMaps {
-  CUtensorMap q, d_o, k, v;
-};
-
-// A wgmma's A registers must keep their values until the wgmma completes; to the compiler the asm
-// statement has consumed them at issue. Naming them here, after the wait, keeps them allocated.
-template <int KS>
-__device__ __forceinline__ void fence_operands(std::uint32_t (&a)[KS][4]) {
-#pragma unroll
-  for (int k = 0; k < KS; ++k)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[k][e])::"memory");
-}
 
 template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 1)

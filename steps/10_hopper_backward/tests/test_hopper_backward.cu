@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "09_hopper/hopper.cuh"
@@ -78,6 +79,26 @@ TEST_CASE("stage 10 against float64: N = 1, tails, Nq != Nk both ways, causal, D
           ++cases;
         }
   CHECK(cases == 2 * 2 * 2 * 10);
+}
+
+TEST_CASE("rung 1 (wgmma, LSE and D from global memory) against float64: tails, Nq != Nk, causal") {
+  fa::step09::exit_skipped_unless_hopper();
+  const fa::DeviceBackward rung1 = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                      fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                      const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step10::attention_backward_rung(fa::step10::Rung::wgmma, pp, in, o, lse, d_o, g, ctx);
+  };
+  int cases = 0;
+  for (const std::int64_t d : {64, 128})
+    for (const bool causal : {false, true})
+      for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 1}, {130, 130}, {200, 67}, {333, 129}}) {
+        const fa::Problem p = problem16(nq, nk, d, causal, 2, 2, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
+        const fa::AttentionData data = inputs(p, 700 + cases);
+        const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung1);
+        check(fa::verify_backward(p, data, r.out, true, 0, 1), "rung 1 " + p.describe());
+        ++cases;
+      }
+  CHECK(cases == 16);
 }
 
 TEST_CASE("stage 10 with large logits (scores 50..200) and ramp inputs") {
