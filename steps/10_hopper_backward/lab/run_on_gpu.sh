@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # run_on_gpu.sh — stage 10 on a GPU machine (compute capability 9.0: an H100 or H200): its tests,
 # compute-sanitizer (memcheck, racecheck, synccheck) at awkward shapes, and the first timing of the
-# ladder's rung beside stage 08 at the FlashAttention-paper shapes (B·N = 16384 tokens, H·D = 2048),
-# N = 4k and 16k, D = 64 and 128, causal and not, one results file each. Logs and results go to OUT;
-# one line per step says how it ended; the exit status counts the failures.
-#   steps/10_hopper_backward/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|tests|sanitize|time]
+# ladder's rungs beside stage 08 at the FlashAttention-paper shapes (B·N = 16384 tokens, H·D = 2048),
+# N = 4k and 16k, D = 64 and 128, causal and not, one results file each; and (profile, not in all)
+# Nsight Compute on the stage's key-tile kernel and stage 08's at N = 4k: the sections and the
+# SASS lines where the warps' stall samples fall. Logs and results go to OUT; one line per step says
+# how it ended; the exit status counts the failures.
+#   steps/10_hopper_backward/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|tests|sanitize|time|profile]
 # Build first: cmake --build BUILD_DIR --target step10_hopper_backward test_step10
 set -uo pipefail
 out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|tests|sanitize|time]} build=${2:-build} what=${3:-all}
@@ -23,7 +25,7 @@ run() {  # run NAME COMMAND...: COMMAND's output into OUT/logs/NAME.txt, one lin
 want() { [ "$what" = all ] || [ "$what" = "$1" ]; }
 
 if want tests; then
-  run ctest ctest --test-dir "$build" -R "step10|test_step10" --output-on-failure
+  run ctest ctest --test-dir "$build" -R "step10|test_step10|ex10" --output-on-failure
 fi
 # The rung under the three sanitizers: tails of both tile sizes, Nq ≠ Nk both ways, causal, two
 # heads, more than two query tiles per key tile (the buffers' phases wrap).
@@ -43,6 +45,24 @@ if want time; then
     for causal in "" "--causal"; do
       run time_d$d${causal:+_causal} "$exe" --paper-shapes --dim $d --sweep 4k,16k $causal --reps 20 \
           --json "$out/step10_d$d${causal:+_causal}.json"
+    done
+  done
+fi
+# Where the time goes (not in all: needs Nsight Compute with access to the counters). One launch of
+# each key-tile kernel; --clock-control none leaves the clocks as the timing runs find them.
+if [ "$what" = profile ]; then
+  sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+            --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats
+            --section Occupancy --section LaunchStats --section SourceCounters"
+  for d in 64 128; do
+    for kernel in backward_rows_kernel backward_tc_kernel; do
+      name=${kernel}_d$d
+      # shellcheck disable=SC2086  # the sections are separate words
+      run ncu_$name ncu --clock-control none -k "regex:$kernel" --launch-count 1 $sections --import-source no \
+          -o "$out/$name" -f "$exe" --paper-shapes --dim $d --sweep 4k --reps 1 --warmup 0 --no-verify
+      ncu -i "$out/$name.ncu-rep" --print-details all >"$out/$name.txt" 2>&1
+      ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass >"$out/$name.sass.csv" 2>/dev/null
+      python3 "$(dirname "$0")/top_stalls.py" "$out/$name.sass.csv" >"$out/$name.top_stalls.txt"
     done
   done
 fi

@@ -16,6 +16,12 @@
 // MUFU.EX2, "long scoreboard": waiting for global memory). If that wait goes and nothing else takes
 // its place, 1.10-1.25× rung 1 at both head dims; less where the atomics (about 10 % of the samples,
 // "LSU queue") or the block barriers become the next wait.
+//
+// Measured (one H200, bf16, paper shapes, median of 20, rung 1 and stage 08 in the same run;
+// docs/results/step10_rung2_h200/): D = 128 372 / 394 TFLOP/s at 4k / 16k, 1.12× / 1.19× rung 1;
+// causal 327 / 392, 1.08× / 1.08×. D = 64 250 / 266, 1.21× / 1.19×; causal 226 / 261, 1.16× /
+// 1.18×. Inside the prediction except D = 128 causal, a little below it. Against stage 08 in that
+// run: 1.27-1.28× at D = 128 (1.19× / 1.28× causal), 0.89-0.93× at D = 64.
 #pragma once
 
 #include <cuda_runtime.h>
