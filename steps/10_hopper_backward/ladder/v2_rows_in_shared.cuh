@@ -2,8 +2,8 @@
 // shared memory with Q and dO, so that recomputing Pᵀ and dSᵀ reads nothing from global memory.
 //
 // What changed from rung 1 (ladder/v1_wgmma.cuh), one idea: rung 1 read the two floats of each of
-// a thread's query columns, LSE·log2e and D = rowsum(dO∘O), from global memory right after the
-// wait for Sᵀ — the wait's "memory" clobber keeps the compiler from issuing those loads any
+// a thread's query columns, LSE·log2e and D = rowsum(dO∘O), from global memory around the wait
+// for Sᵀ — the wait's "memory" clobber keeps the compiler from issuing most of those loads any
 // earlier, so every thread met a round trip to L2 at its first exp2 of every tile. Here the thread
 // that asks the TMA for Q_i and dO_i also asks for the tile's Br values of each array (two bulk
 // copies, cp.async.bulk, 256 bytes each; the arrays are padded to whole query tiles) into a small
@@ -16,10 +16,14 @@
 // MUFU.EX2, "long scoreboard": waiting for global memory). If that wait goes and nothing else takes
 // its place, 1.10-1.25× rung 1 at both head dims; less where the atomics (about 10 % of the samples,
 // "LSU queue") or the block barriers become the next wait.
+// Read again after the run, with each line's scoreboard bits (docs/notes/10_hopper_backward.md):
+// the largest line at D = 128 (13.6 %) and a loop branch at D = 64 (7.4 %) wait for the dQ atomics
+// to release their address registers, not for the loads; the loads' share is about 14 % at D = 128
+// and 20 % at D = 64, the atomics' about 23 % and 20 %.
 //
 // Measured (one H200, bf16, paper shapes, median of 20, rung 1 and stage 08 in the same run;
 // docs/results/step10_rung2_h200/): D = 128 372 / 394 TFLOP/s at 4k / 16k, 1.12× / 1.19× rung 1;
-// causal 327 / 392, 1.08× / 1.08×. D = 64 250 / 266, 1.21× / 1.19×; causal 226 / 261, 1.16× /
+// causal 327 / 392, 1.08× / 1.08×. D = 64 250 / 266, 1.21× / 1.19×; causal 226 / 261, 1.17× /
 // 1.18×. Inside the prediction except D = 128 causal, a little below it. Against stage 08 in that
 // run: 1.27-1.28× at D = 128 (1.19× / 1.28× causal), 0.89-0.93× at D = 64.
 #pragma once
