@@ -1,6 +1,7 @@
 // Stage 08 — the host side: the problem's checks, the tile shape of each head dim, the launches:
 // preprocessing, the key-tile kernel, dQ's conversion (or, --deterministic, the key-tile kernel
-// without dQ and the dQ kernel).
+// without dQ and the dQ kernel). The preprocessing and the conversion are the frame that stage 10
+// shares: fa/cuda/backward/frame.cuh.
 //
 // What changed from stage 06 (steps/06_cuda_backward/flash_backward.cu): fp16/bf16 instead of
 // float32 (a template parameter T), the tensor-core kernel, and a float32 dQ accumulator beside
@@ -18,7 +19,7 @@
 #include "07_tensor_cores/tensor_cores.cuh"
 #include "08_tensor_core_backward/backward_dq_kernel.cuh"
 #include "08_tensor_core_backward/backward_tc_kernel.cuh"
-#include "08_tensor_core_backward/row_kernels.cuh"
+#include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/device.cuh"
 #include "fa/cuda/dtype.cuh"
@@ -90,6 +91,7 @@ using DqStageConfig = DqConfig<D, 4, 64, D == 256 ? 1 : 2>;
 template <class T, int D, bool kCausal>
 void launch_with(const Problem& p, BackwardArgs<T> args, DeviceContext& ctx, T* dq_deterministic) {
   using C = StageConfig<D, kCausal>;
+  static_assert(bwd::kRowPadding % C::kBr == 0, "the per-row arrays are padded to whole query tiles");
   args.key_tiles_first = p.seq_k >= StageConfigOf<D, kCausal>::key_tiles_first_from;
   const dim3 grid = C::grid(p.heads_total(), p.seq_k, args.key_tiles_first);
   if (dq_deterministic) {
@@ -130,28 +132,8 @@ template <class T>
 void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
               const AttentionGradients& grads, DeviceContext& ctx, bool deterministic,
               void (*key_tiles)(const Problem&, const BackwardArgs<T>&, DeviceContext&) = nullptr) {
-  constexpr int kBr = 64;  // a multiple of every StageConfig's query tile (the rows' arrays are padded to it)
-  const std::int64_t heads = p.heads_total();
-  const int seq_q_padded = static_cast<int>((p.seq_q + kBr - 1) / kBr * kBr);
-  float* dq_accum =
-      deterministic ? nullptr : ctx.scratch_as<float>("dq_accum", static_cast<std::size_t>(p.q_elements()));
-  float* lse2 = ctx.scratch_as<float>("lse2", static_cast<std::size_t>(heads * seq_q_padded));
-  float* delta = ctx.scratch_as<float>("delta", static_cast<std::size_t>(heads * seq_q_padded));
-  const float scale = p.softmax_scale();
-  const BackwardArgs<T> args{in.q.as<T>(), in.k.as<T>(),  in.v.as<T>(), d_o.as<T>(),
-                             lse2,         delta,         dq_accum,     grads.dk.as<T>(),
-                             grads.dv.as<T>(), static_cast<int>(p.seq_q), static_cast<int>(p.seq_k), seq_q_padded,
-                             scale,        scale * static_cast<float>(M_LOG2E), p.causal};
   NvtxRange range("step08/backward");
-  ctx.kernel_begin("preprocess");
-  if (!deterministic)
-    FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<std::size_t>(p.q_elements()) * sizeof(float), ctx.stream));
-  const long long rows = heads * seq_q_padded;
-  preprocess_kernel<T><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, ctx.stream>>>(
-      o.as<T>(), args.d_o, lse.as<float>(), lse2, delta, heads, static_cast<int>(p.seq_q), seq_q_padded,
-      static_cast<int>(p.dim));
-  FA_CUDA_CHECK_LAUNCH();
-  ctx.kernel_end("preprocess");
+  const BackwardArgs<T> args = bwd::prepare_backward<T>(p, in, o, lse, d_o, grads, ctx, !deterministic);
   T* dq_out = deterministic ? grads.dq.as<T>() : nullptr;
   if (key_tiles) {
     key_tiles(p, args, ctx);
@@ -162,13 +144,7 @@ void backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, Co
     case 256: launch<T, 256>(p, args, ctx, dq_out); break;
     default: launch<T, 128>(p, args, ctx, dq_out); break;
   }
-  if (deterministic) return;
-  ctx.kernel_begin("dq");
-  const long long n = p.q_elements();
-  const unsigned blocks = static_cast<unsigned>(std::min<long long>((n + 255) / 256, 132LL * 16));
-  convert_dq_kernel<T><<<blocks, 256, 0, ctx.stream>>>(dq_accum, grads.dq.as<T>(), n, scale);
-  FA_CUDA_CHECK_LAUNCH();
-  ctx.kernel_end("dq");
+  if (!deterministic) bwd::finish_atomic_dq<T>(p, args, grads, ctx);
 }
 
 // The largest shared memory of the kernels at D (the key-tile kernel's, at every D here).

@@ -11,6 +11,11 @@
 #include "fa/problem.hpp"
 #include "fa/tensor.hpp"
 
+namespace fa::bwd {
+template <class T>
+struct BackwardArgs;  // fa/cuda/backward/key_tiles.cuh
+}  // namespace fa::bwd
+
 namespace fa::step08 {
 
 // fp16 or bf16 in and out, float32 accumulators; D = 64 and 128 are the ones tuned.
@@ -36,11 +41,9 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // For the ladder (ladder/ladder.cuh): the stage's backward with another key-tile kernel in place of
 // its own — the same checks, preprocessing and dQ conversion (atomic dQ), and `launch` (the one of
 // p.dtype) where the stage launches backward_tc_kernel.
-template <class T>
-struct BackwardArgs;  // backward_tiles.cuh
 struct KeyTileLaunch {
-  void (*bf16)(const Problem&, const BackwardArgs<__nv_bfloat16>&, DeviceContext&) = nullptr;
-  void (*fp16)(const Problem&, const BackwardArgs<__half>&, DeviceContext&) = nullptr;
+  void (*bf16)(const Problem&, const bwd::BackwardArgs<__nv_bfloat16>&, DeviceContext&) = nullptr;
+  void (*fp16)(const Problem&, const bwd::BackwardArgs<__half>&, DeviceContext&) = nullptr;
 };
 void attention_backward_with(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                              ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx,

@@ -73,6 +73,17 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[NT][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e])::"memory");
 }
 
+// A wgmma's A registers (the _rs form) must keep their values until the wgmma completes; to the
+// compiler the asm statement consumed them at issue. Naming them after the wait keeps them allocated
+// (and unchanged) until then.
+template <int KS>
+__device__ __forceinline__ void fence_operands(std::uint32_t (&a)[KS][4]) {
+#pragma unroll
+  for (int k = 0; k < KS; ++k)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[k][e])::"memory");
+}
+
 template <class T>
 __device__ __forceinline__ void check_operand_type() {
   static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, "wgmma: __half or __nv_bfloat16");

@@ -1,15 +1,16 @@
-// row_kernels.cuh — the two small kernels around stage 08's key-tile kernel: before it, D and
-// LSE·log2e of every query row; after it, dQ's float32 sum converted to the inputs' type.
+// row_kernels.cuh — the two small kernels around a key-tile backward kernel (stages 08 and 10;
+// frame.cuh launches them): before it, D and LSE·log2e of every query row; after it, dQ's float32
+// sum converted to the inputs' type.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 
-namespace fa::step08 {
+namespace fa::bwd {
 
-// D_i = rowsum(dO ∘ O) and LSE_i·log2(e) per query row, one warp per row, padded to Br rows per
-// head: the padding and the rows that see no key get LSE·log2e = +inf (so that P = 0 there) and D = 0.
+// D_i = rowsum(dO ∘ O) and LSE_i·log2(e) per query row, one warp per row, padded to kRowPadding rows
+// per head: the padding and the rows that see no key get LSE·log2e = +inf (so that P = 0 there) and D = 0.
 template <class T>
 __global__ void preprocess_kernel(const T* o, const T* d_o, const float* lse, float* lse2, float* delta,
                                   long long heads, int seq_q, int seq_q_padded, int D) {
@@ -42,4 +43,4 @@ __global__ void convert_dq_kernel(const float* dq_accum, T* dq, long long n, flo
     dq[i] = static_cast<T>(dq_accum[i] * scale);
 }
 
-}  // namespace fa::step08
+}  // namespace fa::bwd

@@ -1,0 +1,137 @@
+// Stage 10 — the host side: the problem's checks, the tile shape of each head dim, the tensor maps
+// and the launch of a rung's key-tile kernel (ladder/; the stage's is the top one), inside the
+// backward's frame.
+//
+// What changed from stage 08 (steps/08_tensor_core_backward/tensor_core_backward.cu): the key-tile
+// kernel is a wgmma kernel built for sm_90a, given four tensor maps (Q, dO, K, V) built on the host
+// at every launch; the frame around it is stage 08's, shared through common/
+// (fa/cuda/backward/frame.cuh): D = rowsum(dO∘O) and LSE·log2e before (padded to 64 rows, the query
+// tile here too), the float32 dQ accumulator zeroed before and converted to 16 bits after. The
+// forward is stage 09's. Limits: D = 64 and 128, Hkv = Hq, B·H ≤ 65535.
+//
+// Build and run (verifies against float64 with the 16-bit rule, beside stage 08 on the same inputs):
+//   cmake -S . -B build -G Ninja && cmake --build build --target step10_hopper_backward
+//   build/steps/10_hopper_backward/step10_hopper_backward              (--help for the flags)
+#include "10_hopper_backward/hopper_backward.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <string>
+
+#include "09_hopper/hopper.cuh"
+#include "10_hopper_backward/ladder/v1_wgmma.cuh"
+#include "10_hopper_backward/ladder/v2_rows_in_shared.cuh"
+#include "fa/cuda/backward/frame.cuh"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/nvtx.cuh"
+#include "fa/cuda/shared_memory.cuh"
+
+namespace fa::step10 {
+
+namespace {
+
+// Every rung: two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at D = 128
+// that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per SM. Not
+// tuned. The stage's kernel is the top rung.
+template <int D>
+using V1Config = WgmmaBackwardConfig<D, 2>;
+template <int D>
+using StageConfig = RowsInSharedConfig<D, 2>;
+
+// One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps.
+template <class T, class C, auto kKernel>
+void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
+  constexpr int D = C::D;
+  opt_in_shared_memory_once<kKernel, C::kSmemBytes>();
+  const std::int64_t heads = p.heads_total();
+  const BackwardMaps maps{hopper::make_tile_map<T>(args.q, heads, p.seq_q, D, C::kBr),
+                          hopper::make_tile_map<T>(args.d_o, heads, p.seq_q, D, C::kBr),
+                          hopper::make_tile_map<T>(args.k, heads, p.seq_k, D, C::kBc),
+                          hopper::make_tile_map<T>(args.v, heads, p.seq_k, D, C::kBc)};
+  // The grid: (key tiles, heads). A head's key tiles are neighbours in launch order, so the blocks
+  // resident together stream the same Q and dO through L2; causal, the first key tiles are the
+  // heaviest (they see the most queries) and start first.
+  const dim3 grid(static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc), static_cast<unsigned>(heads));
+  ctx.kernel_begin("dkdv+dq");
+  kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args);
+  FA_CUDA_CHECK_LAUNCH();
+  ctx.kernel_end("dkdv+dq");
+}
+
+template <class T, int D>
+void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
+  if (rung == Rung::wgmma)
+    launch_config<T, V1Config<D>, backward_wgmma_kernel<T, V1Config<D>>>(p, args, ctx);
+  else
+    launch_config<T, StageConfig<D>, backward_rows_kernel<T, StageConfig<D>>>(p, args, ctx);
+}
+
+template <class T>
+void launch_key_tiles(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
+  if (p.dim == 64)
+    launch_rung<T, 64>(rung, p, args, ctx);
+  else
+    launch_rung<T, 128>(rung, p, args, ctx);
+}
+
+// The problem's checks, one line each (UsageError): what neither kernel nor launch can run.
+void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView d_o,
+                   const AttentionGradients& grads) {
+  p.require(kSupports);
+  // runs_here() asks the device once: reading its properties on every call (skip_reason) took about
+  // a millisecond, which the timed backward would include.
+  if (!step09::runs_here()) throw UsageError("stage 10: " + skip_reason());
+  if (p.kv_heads() != p.heads) throw UsageError("stage 10 runs Hkv = Hq only");
+  if (p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
+    throw UsageError("stage 10: B·H is at most 65535 (the TMA's head coordinate, the grid) and Nq, Nk fit 32-bit "
+                     "indices");
+  // The top rung needs the most (rung 1 plus the rows' buffers).
+  static_assert(StageConfig<128>::kSmemBytes >= V1Config<128>::kSmemBytes, "the stage's kernel needs the most");
+  const long long bytes = p.dim == 64 ? StageConfig<64>::kSmemBytes : StageConfig<128>::kSmemBytes;
+  if (const std::string refusal =
+          shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));
+      !refusal.empty())
+    throw UsageError(refusal);
+  for (const void* ptr : {static_cast<const void*>(in.q.data), static_cast<const void*>(in.k.data),
+                          static_cast<const void*>(in.v.data), static_cast<const void*>(d_o.data),
+                          static_cast<const void*>(o.data), static_cast<const void*>(grads.dq.data),
+                          static_cast<const void*>(grads.dk.data), static_cast<const void*>(grads.dv.data)})
+    if (!aligned16(ptr)) throw UsageError("stage 10: every tensor must be 16-byte aligned (the TMA's tiles)");
+}
+
+// The frame (preprocessing, float32 dQ, conversion) around the key-tile kernel of p.dim.
+template <class T>
+void backward(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+              ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  NvtxRange range("step10/backward");
+  const bwd::BackwardArgs<T> args = bwd::prepare_backward<T>(p, in, o, lse, d_o, grads, ctx, /*atomic_dq=*/true);
+  launch_key_tiles<T>(rung, p, args, ctx);
+  bwd::finish_atomic_dq<T>(p, args, grads, ctx);
+}
+
+}  // namespace
+
+std::string skip_reason() { return step09::hopper_skip_reason(); }
+
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
+  step09::attention_forward_overlap(p, in, out, ctx);
+}
+
+void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
+                             ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
+                             DeviceContext& ctx) {
+  check_problem(p, in, o, d_o, grads);
+  if (p.dtype == DType::float16)
+    backward<__half>(rung, p, in, o, lse, d_o, grads, ctx);
+  else
+    backward<__nv_bfloat16>(rung, p, in, o, lse, d_o, grads, ctx);
+}
+
+void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  attention_backward_rung(Rung::rows_in_shared, p, in, o, lse, d_o, grads, ctx);
+}
+
+}  // namespace fa::step10

@@ -1,0 +1,41 @@
+// Stage 10 — the backward on Hopper's instructions: all five products of stage 08's backward on
+// wgmma, Q, dO and the rows' LSE and D by TMA (hopper_backward.cu; the ladder's rungs in ladder/).
+// Stage 09's forward writes the O and LSE it starts from; stage 08 stays the backward for GPUs
+// before Hopper.
+#pragma once
+
+#include <string>
+
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/problem.hpp"
+#include "fa/tensor.hpp"
+
+namespace fa::step10 {
+
+// fp16 or bf16 in and out, float32 accumulators; D = 64 and 128.
+inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128}};
+
+// The stage's backward (a fa::DeviceBackward): device views of contiguous [B,H,N,D] tensors of
+// p.dtype (LSE float32), 16-byte aligned, Hkv = Hq; dQ, dK, dV written completely. Causal: the
+// bottom-right mask, query tiles above the diagonal skipped. Needs compute capability 9.0 (the
+// build is sm_90a). Extra device memory, as stage 08's: two floats per query row (D and
+// LSE·log2e, padded to 64 rows) and the float32 dQ accumulator (B·H·Nq·D), from ctx's scratch.
+// Queued on ctx.stream.
+void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                        ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
+
+// The rungs of the ladder (ladder/), each launched the stage's way: rung 1, all five products on
+// wgmma with Q and dO by TMA; rung 2, the stage's kernel, with each query tile's LSE·log2e and D
+// brought into shared memory beside them.
+enum class Rung { wgmma, rows_in_shared };
+void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
+                             ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
+                             DeviceContext& ctx);
+
+// The forward the backward pairs with: stage 09's (its overlap rung).
+void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
+
+// Empty on a GPU of compute capability 9.0, else the one line of why (stage 09's).
+std::string skip_reason();
+
+}  // namespace fa::step10

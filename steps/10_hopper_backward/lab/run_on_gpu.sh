@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# run_on_gpu.sh — stage 10 on a GPU machine (compute capability 9.0: an H100 or H200): its tests,
+# compute-sanitizer (memcheck, racecheck, synccheck) at awkward shapes, and the first timing of the
+# ladder's rungs beside stage 08 at the FlashAttention-paper shapes (B·N = 16384 tokens, H·D = 2048),
+# N = 4k and 16k, D = 64 and 128, causal and not, one results file each; and (profile, not in all)
+# Nsight Compute on the stage's key-tile kernel and stage 08's at N = 4k: the sections and the
+# SASS lines where the warps' stall samples fall. Logs and results go to OUT; one line per step says
+# how it ended; the exit status counts the failures.
+#   steps/10_hopper_backward/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|tests|sanitize|time|profile]
+# Build first: cmake --build BUILD_DIR --target step10_hopper_backward test_step10
+set -uo pipefail
+out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|tests|sanitize|time]} build=${2:-build} what=${3:-all}
+exe=$build/steps/10_hopper_backward/step10_hopper_backward
+mkdir -p "$out/logs"
+failures=0
+run() {  # run NAME COMMAND...: COMMAND's output into OUT/logs/NAME.txt, one line of how it ended
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$@" >"$out/logs/$name.txt" 2>&1
+  local code=$?
+  echo "$name: exit $code, $((SECONDS - start)) s"
+  [ $code -eq 0 ] || failures=$((failures + 1))
+}
+want() { [ "$what" = all ] || [ "$what" = "$1" ]; }
+
+if want tests; then
+  run ctest ctest --test-dir "$build" -R "step10|test_step10|ex10" --output-on-failure
+fi
+# The rung under the three sanitizers: tails of both tile sizes, Nq ≠ Nk both ways, causal, two
+# heads, more than two query tiles per key tile (the buffers' phases wrap).
+if want sanitize; then
+  for tool in memcheck racecheck synccheck; do
+    for d in 64 128; do
+      for shape in "--seq-q 200 --seq-k 333" "--seq-q 333 --seq-k 130"; do
+        run ${tool}_d${d}_${shape//[^0-9]/_} compute-sanitizer --tool $tool --error-exitcode 99 "$exe" --dim $d \
+            $shape --heads 2 --causal --reps 1 --warmup 0 --no-verify
+      done
+    done
+  done
+fi
+# The rung and stage 08 at the paper shapes, verified (sampled rows) and timed.
+if want time; then
+  for d in 64 128; do
+    for causal in "" "--causal"; do
+      run time_d$d${causal:+_causal} "$exe" --paper-shapes --dim $d --sweep 4k,16k $causal --reps 20 \
+          --json "$out/step10_d$d${causal:+_causal}.json"
+    done
+  done
+fi
+# Where the time goes (not in all: needs Nsight Compute with access to the counters). One launch of
+# each key-tile kernel; --clock-control none leaves the clocks as the timing runs find them.
+if [ "$what" = profile ]; then
+  sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+            --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats
+            --section Occupancy --section LaunchStats --section SourceCounters"
+  for d in 64 128; do
+    for kernel in backward_rows_kernel backward_tc_kernel; do
+      name=${kernel}_d$d
+      # shellcheck disable=SC2086  # the sections are separate words
+      run ncu_$name ncu --clock-control none -k "regex:$kernel" --launch-count 1 $sections --import-source no \
+          -o "$out/$name" -f "$exe" --paper-shapes --dim $d --sweep 4k --reps 1 --warmup 0 --no-verify
+      ncu -i "$out/$name.ncu-rep" --print-details all >"$out/$name.txt" 2>&1
+      ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass >"$out/$name.sass.csv" 2>/dev/null
+      python3 "$(dirname "$0")/top_stalls.py" "$out/$name.sass.csv" >"$out/$name.top_stalls.txt"
+    done
+  done
+fi
+echo "$failures step(s) failed"
+exit $((failures > 0))

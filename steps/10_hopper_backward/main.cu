@@ -1,0 +1,87 @@
+// step10_hopper_backward — runs stage 10 (the backward on Hopper: wgmma for all five products, Q and
+// dO by TMA, after stage 09's forward) beside stage 08 (mma.sync, after stage 07's forward, on the
+// same inputs), verifies dQ, dK, dV against the float64 backward (all or sampled rows, with the
+// tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time. Needs a GPU
+// of compute capability 9.0 (the build is sm_90a): elsewhere it prints why and exits 77.
+//
+// What changed from stage 08's main: the variants are the ladder's rungs (ladder/; the last is the
+// stage's kernel), the comparison is stage 08, and the forward is stage 09's.
+//
+//   build/steps/10_hopper_backward/step10_hopper_backward                 the default sweep, bf16
+//   build/steps/10_hopper_backward/step10_hopper_backward --dtype float16 --causal --seq-q 300 --seq-k 1000
+//   build/steps/10_hopper_backward/step10_hopper_backward --paper-shapes --dim 128 --sweep 4k,16k --causal
+#include <iostream>
+#include <string>
+
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
+#include "10_hopper_backward/hopper_backward.cuh"
+#include "fa/cuda/stage_arch.cuh"
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/stage.hpp"
+
+int main(int argc, char** argv) {
+  fa::CliSpec spec;
+  spec.program = "step10_hopper_backward";
+  spec.summary = "the backward on Hopper: wgmma for all five products, TMA tiles (GPU, compute capability 9.0)";
+  spec.defaults.batch = 1;
+  spec.defaults.heads = 16;
+  spec.defaults.dim = 64;
+  spec.defaults.dtype = fa::DType::bfloat16;
+  spec.default_sweep = {512, 1024, 2048, 4096};
+  spec.supports = fa::step10::kSupports;
+  spec.variants = {"wgmma", "rows_in_shared"};
+  spec.notes =
+      "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
+      "streamed by TMA (Q and dO, two buffers); wgmma for S^T = K.Q^T and dP^T = V.dO^T (both from\n"
+      "shared memory), dV += P^T.dO and dK += dS^T.Q (P^T, dS^T from registers), dQ += dS.K (dS\n"
+      "through shared memory, transposed); dQ by float atomics into a float32 buffer, then converted.\n"
+      "rows_in_shared (the stage's kernel): wgmma's, with each query tile's LSE*log2e and D brought into\n"
+      "shared memory by bulk copies beside Q and dO, instead of read from global memory by every thread.\n"
+      "D = rowsum(dO*O) and the dQ conversion are stage 08's kernels. The forward is stage 09's.\n"
+      "memory beyond Q, K, V, O, LSE, dO and the gradients: two floats per query row (D and\n"
+      "LSE*log2e) and dQ's float32 accumulator.\n"
+      "verification: float64 on all rows up to 4e9 FLOPs, sampled rows beyond, against the error of a\n"
+      "plain backward that rounds P and dS to the dtype (fa/backward.hpp).\n"
+      "08 flash: stage 08's backward (mma.sync, after stage 07's forward) on the same inputs.\n"
+      "--paper-shapes: B = 16384 / N and H = 2048 / D (the FlashAttention papers' sweep).\n"
+      "backward files: --load also reads do.npy; --save also writes dq.npy dk.npy dv.npy and do.npy";
+  fa::StageCli cli(spec);
+  bool paper_shapes = false;
+  cli.app().add_flag("--paper-shapes", paper_shapes, "B = 16384 / N and H = 2048 / D at each N")->group("stage 10");
+  if (const auto exit_code = cli.parse(argc, argv)) return *exit_code;
+  fa::RunOptions& opt = cli.options();
+
+  fa::StageDefinition def;
+  def.id = "10";
+  def.pass = fa::Pass::backward;
+  // The ladder's rungs in order, each launched the stage's way; the last is the stage's kernel.
+  const auto rung = [](fa::step10::Rung r) {
+    return [r](const fa::Problem& p, const fa::AttentionInputs& in, fa::ConstTensorView o, fa::ConstTensorView lse,
+               fa::ConstTensorView d_o, const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+      fa::step10::attention_backward_rung(r, p, in, o, lse, d_o, g, ctx);
+    };
+  };
+  def.variants.push_back(fa::gpu_backward_variant("10", "wgmma", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::wgmma)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "rows_in_shared", /*ours=*/true,
+                                                  fa::step10::attention_forward, fa::step10::attention_backward));
+  // The previous stage beside it, same dtype: the chart's comparison.
+  def.variants.push_back(fa::gpu_backward_variant("08", "flash", /*ours=*/false, fa::step08::attention_forward,
+                                                  [](const fa::Problem& p, const fa::AttentionInputs& in,
+                                                     fa::ConstTensorView o, fa::ConstTensorView lse,
+                                                     fa::ConstTensorView d_o, const fa::AttentionGradients& g,
+                                                     fa::DeviceContext& ctx) {
+                                                    fa::step08::attention_backward(p, in, o, lse, d_o, g, ctx);
+                                                  }));
+  def.verify.max_full_flops = 4e9;  // the float64 backward on every row up to here, 24 sampled rows beyond
+  def.verify.sampled_rows = 24;
+  if (paper_shapes) {
+    if (const std::string why = fa::use_paper_shapes(opt, def); !why.empty()) {
+      std::cerr << spec.program << ": error: " << why << "\n";
+      return fa::kExitUsage;
+    }
+  }
+  fa::use_gpu_defaults(def, fa::kStageMinComputeCapability);
+  def.skip_reason = fa::step10::skip_reason;  // 9.0 exactly, not "9.0 or newer"
+  return fa::run_stage(cli, def);
+}

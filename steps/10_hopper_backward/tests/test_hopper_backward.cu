@@ -1,0 +1,201 @@
+// test_hopper_backward.cu — stage 10 on the GPU: dQ, dK, dV against the float64 backward with the
+// 16-bit rule (fa/backward.hpp) at awkward shapes (N = 1, tails of both tile sizes, Nq != Nk both
+// ways, causal rows that see no key), D = 64 and 128, fp16 and bf16; large logits; against stage
+// 08 on the same inputs; the extra memory, measured; refusals; and a check that can fail. Every run
+// writes into NaN-poisoned buffers. The forward is stage 09's (the real pair). Needs a GPU of
+// compute capability 9.0 exactly (exit 77 elsewhere).
+#include <doctest/doctest.h>
+
+#include <string>
+#include <utility>
+
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
+#include "09_hopper/hopper.cuh"
+#include "10_hopper_backward/hopper_backward.cuh"
+#include "fa/backward.hpp"
+#include "fa/cuda/check.cuh"
+#include "fa/cuda/stage_gpu.cuh"
+#include "fa/reference.hpp"
+#include "fa/stage.hpp"
+#include "fa/testing.hpp"
+
+namespace {
+
+using fa::testing::problem;
+
+enum Report { kDq, kDk, kDv, kO, kLse };
+
+fa::Problem problem16(std::int64_t nq, std::int64_t nk, std::int64_t d, bool causal, std::int64_t b, std::int64_t h,
+                      fa::DType type = fa::DType::bfloat16) {
+  fa::Problem p = problem(nq, nk, d, causal, b, h);
+  p.dtype = type;
+  return p;
+}
+
+fa::AttentionData inputs(const fa::Problem& p, std::uint64_t seed, fa::InputKind kind = fa::InputKind::normal) {
+  return fa::make_case_inputs(p, fa::Pass::backward, seed, kind);
+}
+
+fa::GpuRun run(const fa::Problem& p, const fa::AttentionData& data) {
+  return fa::run_once(p, data, fa::step10::attention_forward, fa::step10::attention_backward);
+}
+
+fa::GpuRun run_stage08(const fa::Problem& p, const fa::AttentionData& data) {
+  const fa::DeviceBackward stage08 = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                        fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                        const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step08::attention_backward(pp, in, o, lse, d_o, g, ctx);
+  };
+  return fa::run_once(p, data, fa::step08::attention_forward, stage08);
+}
+
+void check(const fa::Verification& v, const std::string& what) {
+  std::string reports;
+  for (const fa::CompareReport& r : v.reports) reports += "\n  " + r.summary();
+  INFO(what << " (" << v.how << ", error / plain " << v.error_vs_plain << ")" << reports);
+  CHECK(v.ok());
+}
+
+}  // namespace
+
+TEST_CASE("stage 10 against float64: N = 1, tails, Nq != Nk both ways, causal, D = 64 and 128, fp16 and bf16") {
+  fa::step09::exit_skipped_unless_hopper();
+  struct Shape {
+    std::int64_t nq, nk;
+  };
+  // N = 1; tails that are no multiple of 64 or of 128 (the key tile); causal Nq > Nk (rows that
+  // see no key) and Nq < Nk; whole tiles; a key tail with whole query tiles and the reverse; more
+  // than two query tiles per key tile (the Q/dO buffers' phases wrap).
+  const Shape shapes[] = {{1, 1}, {1, 77}, {77, 1}, {64, 64}, {130, 130}, {200, 67}, {67, 200}, {128, 257}, {257, 128},
+                          {333, 129}};
+  int cases = 0;
+  for (const fa::DType type : {fa::DType::bfloat16, fa::DType::float16})
+    for (const std::int64_t d : {64, 128})
+      for (const bool causal : {false, true})
+        for (const Shape& s : shapes) {
+          const fa::Problem p = problem16(s.nq, s.nk, d, causal, 2, 2, type);
+          const fa::AttentionData data = inputs(p, 600 + cases);
+          check(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
+          ++cases;
+        }
+  CHECK(cases == 2 * 2 * 2 * 10);
+}
+
+TEST_CASE("rung 1 (wgmma, LSE and D from global memory) against float64: tails, Nq != Nk, causal") {
+  fa::step09::exit_skipped_unless_hopper();
+  const fa::DeviceBackward rung1 = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                      fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                      const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step10::attention_backward_rung(fa::step10::Rung::wgmma, pp, in, o, lse, d_o, g, ctx);
+  };
+  int cases = 0;
+  for (const std::int64_t d : {64, 128})
+    for (const bool causal : {false, true})
+      for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 1}, {130, 130}, {200, 67}, {333, 129}}) {
+        const fa::Problem p = problem16(nq, nk, d, causal, 2, 2, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
+        const fa::AttentionData data = inputs(p, 700 + cases);
+        const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung1);
+        check(fa::verify_backward(p, data, r.out, true, 0, 1), "rung 1 " + p.describe());
+        ++cases;
+      }
+  CHECK(cases == 16);
+}
+
+TEST_CASE("stage 10 with large logits (scores 50..200) and ramp inputs") {
+  fa::step09::exit_skipped_unless_hopper();
+  for (const bool causal : {false, true})
+    for (const std::int64_t d : {64, 128}) {
+      const fa::Problem p = problem16(150, 190, d, causal, 1, 3);
+      const fa::AttentionData big = inputs(p, 7, fa::InputKind::large_logits);
+      check(fa::verify_backward(p, big, run(p, big).out, true, 0, 1), p.describe() + " large logits");
+      const fa::AttentionData ramp = inputs(p, 8, fa::InputKind::ramp);
+      check(fa::verify_backward(p, ramp, run(p, ramp).out, true, 0, 1), p.describe() + " ramp");
+    }
+}
+
+TEST_CASE("stage 10 against stage 08 on the same inputs, both against float64") {
+  fa::step09::exit_skipped_unless_hopper();
+  for (const bool causal : {false, true})
+    for (const std::int64_t d : {64, 128}) {
+      const fa::Problem p = problem16(300, 333, d, causal, 2, 2);
+      const fa::AttentionData data = inputs(p, 21);
+      const fa::GpuRun ours = run(p, data), theirs = run_stage08(p, data);
+      check(fa::verify_backward(p, data, theirs.out, true, 0, 1), p.describe() + " stage 08");
+      // Two results within the 16-bit rule of float64 are within twice it of each other; 5 % of
+      // the largest gradient is far above that rule and far below any wrong tile's error.
+      const fa::Verification pair = fa::compare_backward(ours.out, theirs.out, 0.05);
+      for (const Report r : {kDq, kDk, kDv}) {
+        INFO(p.describe() << ": stage 10 against stage 08: " << pair.reports[r].summary());
+        CHECK(pair.reports[r].ok());
+      }
+    }
+}
+
+TEST_CASE("rows that see no key (causal, Nq > Nk) get dQ = 0 and add nothing to dK, dV") {
+  fa::step09::exit_skipped_unless_hopper();
+  const fa::Problem p = problem16(150, 40, 64, true, 1, 2);  // rows 0 .. 109 see no key
+  fa::AttentionData data = inputs(p, 31);
+  const fa::GpuRun a = run(p, data);
+  for (std::int64_t h = 0; h < p.heads; ++h)
+    for (std::int64_t i = 0; i < 110; ++i)
+      for (std::int64_t c = 0; c < p.dim; ++c) CHECK(a.out.dq.get((h * p.seq_q + i) * p.dim + c) == 0.0f);
+  // Their upstream gradient must not matter.
+  for (std::int64_t h = 0; h < p.heads; ++h)
+    for (std::int64_t i = 0; i < 110 * p.dim; ++i) data.d_o.set(h * p.seq_q * p.dim + i, 100.0f);
+  const fa::GpuRun b = run(p, data);
+  for (std::int64_t i = 0; i < a.out.dk.numel(); ++i) {
+    CHECK(a.out.dk.get(i) == b.out.dk.get(i));
+    CHECK(a.out.dv.get(i) == b.out.dv.get(i));
+  }
+  check(fa::verify_backward(p, data, b.out, true, 0, 1), p.describe());
+}
+
+TEST_CASE("sampled-row verification at the executable's size, causal") {
+  fa::step09::exit_skipped_unless_hopper();
+  const fa::Problem p = problem16(2000, 2000, 128, true, 2, 4);
+  const fa::AttentionData data = inputs(p, 5);
+  const fa::Verification v = fa::verify_backward(p, data, run(p, data).out, false, 24, 5);
+  check(v, p.describe() + " sampled");
+  CHECK(v.reports[kDq].count >= 2 * 24 * 128);
+}
+
+TEST_CASE("memory: the dQ accumulator and two floats per (padded) query row, measured; nothing N×N") {
+  fa::step09::exit_skipped_unless_hopper();
+  for (const std::int64_t n : {500, 1000, 2000}) {
+    const fa::Problem p = problem16(n, n, 64, true, 1, 4);
+    const fa::AttentionData data = inputs(p, 2);
+    const std::int64_t padded = (n + 63) / 64 * 64, rows = 2 * p.heads_total() * padded * 4;
+    const fa::GpuRun r = run(p, data);
+    MESSAGE("N=" << n << ": extra memory " << r.extra_bytes << " B (dQ accumulator + D + LSE·log2e: "
+                 << p.q_elements() * 4 + rows << " B)");
+    CHECK(r.extra_bytes == p.q_elements() * 4 + rows);
+  }
+}
+
+TEST_CASE("stage 10 refuses what it does not run, with one line") {
+  fa::step09::exit_skipped_unless_hopper();
+  const fa::DeviceForward none = [](const fa::Problem&, const fa::AttentionInputs&, const fa::AttentionOutputs&,
+                                    fa::DeviceContext&) {};
+  for (const std::int64_t d : {32, 96, 256}) {
+    const fa::Problem p = problem16(8, 8, d, false, 1, 1);
+    CHECK_THROWS_AS(fa::run_once(p, inputs(p, 1), none, fa::step10::attention_backward), fa::UsageError);
+  }
+  const fa::Problem p32 = problem(8, 8, 64, false, 1, 1);
+  CHECK_THROWS_AS(fa::run_once(p32, inputs(p32, 1), none, fa::step10::attention_backward), fa::UsageError);
+}
+
+TEST_CASE("a dK that is never written fails the verification (the check can fail)") {
+  fa::step09::exit_skipped_unless_hopper();
+  const fa::Problem p = problem16(70, 70, 64, true, 1, 2);
+  const fa::AttentionData data = inputs(p, 9);
+  const fa::DeviceBackward skips_dk = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                         fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                         const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step10::attention_backward(pp, in, o, lse, d_o, g, ctx);
+    FA_CUDA_CHECK(cudaMemset(g.dk.data, 0xFF, g.dk.bytes()));  // NaN again, as if skipped
+  };
+  const fa::Verification v =
+      fa::verify_backward(p, data, fa::run_once(p, data, fa::step10::attention_forward, skips_dk).out, true, 0, 1);
+  CHECK_FALSE(v.reports[kDk].ok());
+  CHECK(v.reports[kDq].ok());
+}
