@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
           for (int jd = 0; jd < 8; ++jd)
             bwd::add_to_dq(dq_accum + static_cast<std::int64_t>(query) * D + cb * 64 + 8 * jd + 2 * t,
-                              dq[jd][2 * h], dq[jd][2 * h + 1]);
+                           dq[jd][2 * h], dq[jd][2 * h + 1]);
       }
     }
     __syncthreads();  // every warpgroup done with stage s and with dS
