@@ -94,11 +94,8 @@ void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView 
           shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));
       !refusal.empty())
     throw UsageError(refusal);
-  for (const void* ptr : {static_cast<const void*>(in.q.data), static_cast<const void*>(in.k.data),
-                          static_cast<const void*>(in.v.data), static_cast<const void*>(d_o.data),
-                          static_cast<const void*>(o.data), static_cast<const void*>(grads.dq.data),
-                          static_cast<const void*>(grads.dk.data), static_cast<const void*>(grads.dv.data)})
-    if (!aligned16(ptr)) throw UsageError("stage 10: every tensor must be 16-byte aligned (the TMA's tiles)");
+  if (!bwd::backward_tensors_aligned16(in, o, d_o, grads))
+    throw UsageError("stage 10: every tensor must be 16-byte aligned (the TMA's tiles)");
 }
 
 // The frame (preprocessing, float32 dQ, conversion) around the key-tile kernel of p.dim.

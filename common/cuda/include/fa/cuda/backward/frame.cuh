@@ -21,6 +21,18 @@
 
 namespace fa::bwd {
 
+// Whether all eight tensors of a backward (Q, K, V, O, dO and the three gradients) start 16-byte
+// aligned, as the key-tile kernels' 16-byte copies and the TMA's tiles need.
+inline bool backward_tensors_aligned16(const AttentionInputs& in, ConstTensorView o, ConstTensorView d_o,
+                                       const AttentionGradients& grads) {
+  for (const void* ptr : {static_cast<const void*>(in.q.data), static_cast<const void*>(in.k.data),
+                          static_cast<const void*>(in.v.data), static_cast<const void*>(d_o.data),
+                          static_cast<const void*>(o.data), static_cast<const void*>(grads.dq.data),
+                          static_cast<const void*>(grads.dk.data), static_cast<const void*>(grads.dv.data)})
+    if (!aligned16(ptr)) return false;
+  return true;
+}
+
 // The key-tile kernel's arguments, with its scratch taken from ctx (two floats per query row, padded
 // to kRowPadding rows per head, and with atomic_dq the float32 dQ accumulator, B·H·Nq·D) and the
 // preprocessing queued on ctx.stream. Without atomic_dq, dq_accum is nullptr (a stage that writes dQ
