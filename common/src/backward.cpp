@@ -269,13 +269,16 @@ void append_matrix(std::vector<double>& dst, const MatrixD& m) {
 Verification verify_backward(const Problem& p, const AttentionData& data_any, const AttentionResult& got, bool full,
                              int sampled_rows, std::uint64_t seed, double safety) {
   const AttentionData data = as_float32(data_any);
-  std::vector<std::pair<std::int64_t, std::int64_t>> heads;
+  // Grouped-query heads: K/V head hk serves query heads hk·G .. hk·G + G − 1, and its dK, dV are
+  // the sums of their gradients over the group (G = 1: one query head per K/V head).
+  const std::int64_t group = p.heads / p.kv_heads();
+  std::vector<std::pair<std::int64_t, std::int64_t>> kv_heads;
   if (full) {
     for (std::int64_t b = 0; b < p.batch; ++b)
-      for (std::int64_t h = 0; h < p.heads; ++h) heads.emplace_back(b, h);
+      for (std::int64_t hk = 0; hk < p.kv_heads(); ++hk) kv_heads.emplace_back(b, hk);
   } else {
-    heads.emplace_back(0, 0);
-    if (p.heads_total() > 1) heads.emplace_back(p.batch - 1, p.heads - 1);
+    kv_heads.emplace_back(0, 0);
+    if (p.batch * p.kv_heads() > 1) kv_heads.emplace_back(p.batch - 1, p.kv_heads() - 1);
   }
   Rng rng(seed ^ 0xBAC4A2Dull);
   std::vector<float> g_o, g_lse, g_dq, g_dk, g_dv;
@@ -285,40 +288,54 @@ Verification verify_backward(const Problem& p, const AttentionData& data_any, co
   Errors e_o, e_lse, e_dq, e_dk, e_dv;
   std::size_t q_count = 0, k_count = 0;
   double bound_o = 0, bound_dq = 0, bound_dk = 0, bound_dv = 0, max_abs_score = 0;
-  for (const auto& [b, h] : heads) {
+  for (const auto& [b, hk] : kv_heads) {
     // The causal rows that see the fewest keys, and the keys that the fewest queries see.
     const std::int64_t first_seeing_row = -p.causal_offset();
     const std::int64_t last_key_seen = p.seq_k - 1;
     const auto q_rows = full ? all_indices(p.seq_q) : pick_rows(p.seq_q, first_seeing_row, sampled_rows, rng);
     const auto k_rows = full ? all_indices(p.seq_k) : pick_rows(p.seq_k, last_key_seen, sampled_rows, rng);
     q_count = q_rows.size(), k_count = k_rows.size();
-    const MatrixD q = head_f64(data.q, b, h), k = head_f64(data.k, b, h), v = head_f64(data.v, b, h),
-                  d_o = head_f64(data.d_o, b, h);
-    const HeadGradientsF64 ref = head_backward_f64(p, q, k, v, d_o, q_rows, k_rows);
-    if (plain_rule) {
-      const HeadGradientsPlain plain =
-          head_backward_plain(p, q.cast<float>(), k.cast<float>(), v.cast<float>(), d_o.cast<float>(), q_rows, k_rows);
-      e_o.add(plain.o, ref.o);
-      e_dq.add(plain.dq, ref.dq);
-      e_dk.add(plain.dk, ref.dk);
-      e_dv.add(plain.dv, ref.dv);
-      e_lse.add(plain.lse, ref.lse);
+    const MatrixD k = head_f64(data.k, b, hk), v = head_f64(data.v, b, hk);
+    const auto nk_rows = static_cast<Eigen::Index>(k_rows.size());
+    MatrixD dk = MatrixD::Zero(nk_rows, p.dim), dv = MatrixD::Zero(nk_rows, p.dim);
+    MatrixF plain_dk = MatrixF::Zero(nk_rows, p.dim), plain_dv = MatrixF::Zero(nk_rows, p.dim);
+    double group_bound_dk = 0, group_bound_dv = 0;  // the sums' terms add up over the group
+    for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+      const MatrixD q = head_f64(data.q, b, h), d_o = head_f64(data.d_o, b, h);
+      const HeadGradientsF64 ref = head_backward_f64(p, q, k, v, d_o, q_rows, k_rows);
+      if (plain_rule) {
+        const HeadGradientsPlain plain = head_backward_plain(p, q.cast<float>(), k.cast<float>(), v.cast<float>(),
+                                                             d_o.cast<float>(), q_rows, k_rows);
+        e_o.add(plain.o, ref.o);
+        e_dq.add(plain.dq, ref.dq);
+        e_lse.add(plain.lse, ref.lse);
+        plain_dk += plain.dk;
+        plain_dv += plain.dv;
+      }
+      append_rows(g_o, got.o, b, h, q_rows);
+      append_rows(g_dq, got.dq, b, h, q_rows);
+      for (std::int64_t r : q_rows) g_lse.push_back(got.lse.get((b * p.heads + h) * p.seq_q + r));
+      append_matrix(r_o, ref.o);
+      append_matrix(r_dq, ref.dq);
+      for (std::int64_t n = 0; n < ref.lse.size(); ++n) r_lse.push_back(ref.lse[n]);
+      dk += ref.dk;
+      dv += ref.dv;
+      bound_o = std::max(bound_o, ref.bound_o);
+      bound_dq = std::max(bound_dq, ref.bound_dq);
+      group_bound_dk += ref.bound_dk;
+      group_bound_dv += ref.bound_dv;
+      max_abs_score = std::max(max_abs_score, ref.max_abs_score);
     }
-    append_rows(g_o, got.o, b, h, q_rows);
-    append_rows(g_dq, got.dq, b, h, q_rows);
-    append_rows(g_dk, got.dk, b, h, k_rows);
-    append_rows(g_dv, got.dv, b, h, k_rows);
-    for (std::int64_t r : q_rows) g_lse.push_back(got.lse.get((b * p.heads + h) * p.seq_q + r));
-    append_matrix(r_o, ref.o);
-    append_matrix(r_dq, ref.dq);
-    append_matrix(r_dk, ref.dk);
-    append_matrix(r_dv, ref.dv);
-    for (std::int64_t n = 0; n < ref.lse.size(); ++n) r_lse.push_back(ref.lse[n]);
-    bound_o = std::max(bound_o, ref.bound_o);
-    bound_dq = std::max(bound_dq, ref.bound_dq);
-    bound_dk = std::max(bound_dk, ref.bound_dk);
-    bound_dv = std::max(bound_dv, ref.bound_dv);
-    max_abs_score = std::max(max_abs_score, ref.max_abs_score);
+    if (plain_rule) {
+      e_dk.add(plain_dk, dk);
+      e_dv.add(plain_dv, dv);
+    }
+    append_rows(g_dk, got.dk, b, hk, k_rows);
+    append_rows(g_dv, got.dv, b, hk, k_rows);
+    append_matrix(r_dk, dk);
+    append_matrix(r_dv, dv);
+    bound_dk = std::max(bound_dk, group_bound_dk);
+    bound_dv = std::max(bound_dv, group_bound_dv);
   }
   Verification v;
   const double rel = backward_relative_tolerance(p, max_abs_score, safety);
@@ -342,7 +359,8 @@ Verification verify_backward(const Problem& p, const AttentionData& data_any, co
                  compare("dV", g_dv, r_dv, Tolerance{rel * bound_dv, rel}),
                  compare("O", g_o, r_o, Tolerance{rel * bound_o, rel}), compare("LSE", g_lse, r_lse, kFloat32Tol)};
   }
-  v.how = full ? "all rows" : std::to_string(heads.size()) + " heads, " + std::to_string(q_count) + " query rows and " +
+  const std::size_t q_heads = kv_heads.size() * static_cast<std::size_t>(group);
+  v.how = full ? "all rows" : std::to_string(q_heads) + " heads, " + std::to_string(q_count) + " query rows and " +
                                   std::to_string(k_count) + " key rows each";
   v.against = "float64 backward (" + v.how + ")";
   return v;

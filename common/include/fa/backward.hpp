@@ -83,8 +83,9 @@ double backward_relative_tolerance(const Problem& p, double max_abs_score, doubl
 Tolerance gradient_tolerance(std::span<const double> ref, double rel);
 
 // Compares `got` with the float64 backward: every row of every head (full = true), or the first
-// and last head with `sampled_rows` random query and key rows plus the edges (first, last, the
-// causal rows that see the fewest keys). float32: the bound above. fp16/bf16: the plain rule of
+// and last K/V head (with every query head of their groups) with `sampled_rows` random query and
+// key rows plus the edges (first, last, the causal rows that see the fewest keys). Grouped-query
+// heads (Hkv < Hq): dK and dV of a K/V head are the sums over the query heads that share it. float32: the bound above. fp16/bf16: the plain rule of
 // the forward (verify.hpp), with head_backward_plain on the same rows as the plain implementation,
 // plus the float32 bound (for gradients that cancel to 0, where the plain rule allows nothing).
 Verification verify_backward(const Problem& p, const AttentionData& data, const AttentionResult& got, bool full,
