@@ -17,12 +17,11 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include <ds_transpose.cuh>  // the hole: the starter's or the solution's, by the include path
 
+#include "09_hopper/hopper.cuh"
 #include "10_hopper_backward/hopper_backward.cuh"
 #include "fa/backward.hpp"
 #include "fa/cuda/stage_gpu.cuh"
@@ -31,31 +30,18 @@
 
 namespace {
 
-// Stage 10's own gate (compute capability 9.0), before the first kernel: "skipped" and exit 77.
-void exit_skipped_unless_stage10_runs() {
-  if (const std::string why = fa::step10::skip_reason(); !why.empty()) {
-    std::printf("skipped: %s\n", why.c_str());
-    std::exit(77);
-  }
-}
-
 // Stage 10's backward after stage 10's forward, on fresh inputs (B = 2, H = 2); dQ, dK, dV against
 // the float64 backward on every row.
 void run_and_check(std::int64_t nq, std::int64_t nk, std::int64_t d, bool causal, fa::DType dtype,
                    std::uint64_t seed) {
-  exit_skipped_unless_stage10_runs();
+  fa::step09::exit_skipped_unless_hopper();  // stage 10's gate: compute capability 9.0, else exit 77
   fa::Problem p = fa::testing::problem(nq, nk, d, causal);
   p.dtype = dtype;
   const fa::AttentionData data = fa::make_case_inputs(p, fa::Pass::backward, seed, fa::InputKind::normal);
   const fa::GpuRun run = fa::run_once(p, data, fa::step10::attention_forward, fa::step10::attention_backward);
-  // Verification::reports of a backward: dQ, dK, dV, O, LSE.
-  const fa::Verification v = fa::verify_backward(p, data, run.out, true, 0, 1);
-  const fa::CompareReport &dq = v.reports[0], &dk = v.reports[1], &dv = v.reports[2];
-  INFO(p.describe() << " " << fa::to_string(dtype) << "\n  " << dq.summary() << "\n  " << dk.summary() << "\n  "
-                    << dv.summary());
-  CHECK(dq.ok());
-  CHECK(dk.ok());
-  CHECK(dv.ok());
+  // dQ, dK, dV (and O, LSE) on every row; all five reports printed when one fails.
+  fa::testing::check_verification(fa::verify_backward(p, data, run.out, true, 0, 1),
+                                  p.describe() + " " + fa::to_string(dtype));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // testing.hpp — what every stage's tests share: the awkward shapes that one grid covers for every
-// stage, the problem maker, and the checks against the float64 reference (doctest).
+// stage, the problem maker, and the checks against the float64 reference (doctest), forward and
+// backward.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,9 +10,11 @@
 #include <limits>
 #include <string>
 
+#include "fa/backward.hpp"
 #include "fa/compare.hpp"
 #include "fa/problem.hpp"
 #include "fa/reference.hpp"
+#include "fa/stage.hpp"
 #include "fa/tensor.hpp"
 #include "fa/verify.hpp"
 
@@ -77,6 +80,36 @@ inline void check_empty_rows(const Problem& p, const AttentionResult& got) {
           CHECK_MESSAGE(std::isfinite(lse), "row " << i << " LSE " << lse);
         }
       }
+}
+
+// A verification (forward or backward) that must pass, with every report printed when it does not.
+inline void check_verification(const Verification& v, const std::string& what) {
+  std::string reports;
+  for (const CompareReport& r : v.reports) reports += "\n  " + r.summary();
+  INFO(what << " (" << v.how << ", error / plain " << v.error_vs_plain << ")" << reports);
+  CHECK(v.ok());
+}
+
+// A backward's rows that see no key (causal, Nq > Nk; bf16, D = 64): dQ = 0 there, and their dO
+// changes nothing in dK and dV. run(p, data) returns the stage's outputs (forward and backward).
+template <class Run>
+void check_keyless_rows_backward(Run run) {
+  Problem p = problem(150, 40, 64, true, 1, 2);  // rows 0 .. 109 see no key
+  p.dtype = DType::bfloat16;
+  AttentionData data = make_case_inputs(p, Pass::backward, 31, InputKind::normal);
+  const AttentionResult a = run(p, data);
+  for (std::int64_t h = 0; h < p.heads; ++h)
+    for (std::int64_t i = 0; i < 110; ++i)
+      for (std::int64_t c = 0; c < p.dim; ++c) CHECK(a.dq.get((h * p.seq_q + i) * p.dim + c) == 0.0f);
+  // Their upstream gradient must not matter.
+  for (std::int64_t h = 0; h < p.heads; ++h)
+    for (std::int64_t i = 0; i < 110 * p.dim; ++i) data.d_o.set(h * p.seq_q * p.dim + i, 100.0f);
+  const AttentionResult b = run(p, data);
+  for (std::int64_t i = 0; i < a.dk.numel(); ++i) {
+    CHECK(a.dk.get(i) == b.dk.get(i));
+    CHECK(a.dv.get(i) == b.dv.get(i));
+  }
+  check_verification(verify_backward(p, data, b, true, 0, 1), p.describe());
 }
 
 }  // namespace fa::testing

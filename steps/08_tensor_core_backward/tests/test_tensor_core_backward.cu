@@ -21,6 +21,7 @@
 
 namespace {
 
+using fa::testing::check_verification;
 using fa::testing::problem;
 
 enum Report { kDq, kDk, kDv, kO, kLse };
@@ -50,12 +51,6 @@ fa::GpuRun run(const fa::Problem& p, const fa::AttentionData& data, bool determi
   return fa::run_once(p, data, fa::step08::attention_forward, stage08(deterministic));
 }
 
-void check(const fa::Verification& v, const std::string& what) {
-  std::string reports;
-  for (const fa::CompareReport& r : v.reports) reports += "\n  " + r.summary();
-  INFO(what << " (" << v.how << ", error / plain " << v.error_vs_plain << ")" << reports);
-  CHECK(v.ok());
-}
 
 }  // namespace
 
@@ -74,7 +69,7 @@ TEST_CASE("stage 08 against float64: N = 1, tails, Nq != Nk both ways, causal, e
           const fa::Problem p = problem16(s.nq, s.nk, d, causal, 2, 2, type);
           const fa::AttentionData data = inputs(p, 500 + cases);
           const bool deterministic = cases % 2 == 1;  // every other case: both modes see every kind
-          check(fa::verify_backward(p, data, run(p, data, deterministic).out, true, 0, 1),
+          check_verification(fa::verify_backward(p, data, run(p, data, deterministic).out, true, 0, 1),
                 p.describe() + (deterministic ? " deterministic" : " atomic dQ"));
           ++cases;
         }
@@ -86,9 +81,9 @@ TEST_CASE("stage 08 with large logits (scores 50..200) and ramp inputs") {
     for (const std::int64_t d : {64, 128}) {
       const fa::Problem p = problem16(150, 190, d, causal, 1, 3);
       const fa::AttentionData big = inputs(p, 7, fa::InputKind::large_logits);
-      check(fa::verify_backward(p, big, run(p, big).out, true, 0, 1), p.describe() + " large logits");
+      check_verification(fa::verify_backward(p, big, run(p, big).out, true, 0, 1), p.describe() + " large logits");
       const fa::AttentionData ramp = inputs(p, 8, fa::InputKind::ramp);
-      check(fa::verify_backward(p, ramp, run(p, ramp, true).out, true, 0, 1), p.describe() + " ramp, deterministic");
+      check_verification(fa::verify_backward(p, ramp, run(p, ramp, true).out, true, 0, 1), p.describe() + " ramp, deterministic");
     }
 }
 
@@ -112,7 +107,7 @@ TEST_CASE("stage 08 against stage 06 (float32 on the same inputs), both against 
                               std::pair{&theirs32.out.dk, &theirs.dk}, std::pair{&theirs32.out.dv, &theirs.dv}})
         for (std::int64_t i = 0; i < to->numel(); ++i) to->set(i, from->get(i));
       theirs.lse = theirs32.out.lse;
-      check(fa::verify_backward(p, data, theirs, true, 0, 1), p.describe() + " stage 06 (float32), rounded");
+      check_verification(fa::verify_backward(p, data, theirs, true, 0, 1), p.describe() + " stage 06 (float32), rounded");
       // Two results within the 16-bit rule of float64 are within twice it of each other; 5 % of
       // the largest gradient is far above that rule and far below any wrong tile's error.
       const fa::Verification pair = fa::compare_backward(ours.out, theirs, 0.05);
@@ -124,28 +119,15 @@ TEST_CASE("stage 08 against stage 06 (float32 on the same inputs), both against 
 }
 
 TEST_CASE("rows that see no key (causal, Nq > Nk) get dQ = 0 and add nothing to dK, dV") {
-  const fa::Problem p = problem16(150, 40, 64, true, 1, 2);  // rows 0 .. 109 see no key
-  fa::AttentionData data = inputs(p, 31);
-  const fa::GpuRun a = run(p, data);
-  for (std::int64_t h = 0; h < p.heads; ++h)
-    for (std::int64_t i = 0; i < 110; ++i)
-      for (std::int64_t c = 0; c < p.dim; ++c) CHECK(a.out.dq.get((h * p.seq_q + i) * p.dim + c) == 0.0f);
-  // Their upstream gradient must not matter.
-  for (std::int64_t h = 0; h < p.heads; ++h)
-    for (std::int64_t i = 0; i < 110 * p.dim; ++i) data.d_o.set(h * p.seq_q * p.dim + i, 100.0f);
-  const fa::GpuRun b = run(p, data);
-  for (std::int64_t i = 0; i < a.out.dk.numel(); ++i) {
-    CHECK(a.out.dk.get(i) == b.out.dk.get(i));
-    CHECK(a.out.dv.get(i) == b.out.dv.get(i));
-  }
-  check(fa::verify_backward(p, data, b.out, true, 0, 1), p.describe());
+  fa::testing::check_keyless_rows_backward(
+      [](const fa::Problem& p, const fa::AttentionData& data) { return run(p, data).out; });
 }
 
 TEST_CASE("sampled-row verification at the executable's size, causal") {
   const fa::Problem p = problem16(2000, 2000, 128, true, 2, 4);
   const fa::AttentionData data = inputs(p, 5);
   const fa::Verification v = fa::verify_backward(p, data, run(p, data).out, false, 24, 5);
-  check(v, p.describe() + " sampled");
+  check_verification(v, p.describe() + " sampled");
   CHECK(v.reports[kDq].count >= 2 * 24 * 128);
 }
 
@@ -173,7 +155,7 @@ TEST_CASE("--deterministic: dQ is bitwise identical run to run; dK, dV are the s
       dkdv_differ += (a.out.dk.get(i) != atomic.out.dk.get(i)) + (a.out.dv.get(i) != atomic.out.dv.get(i));
     CHECK(dq_differ == 0);
     CHECK(dkdv_differ == 0);
-    check(fa::verify_backward(p, data, a.out, true, 0, 1), p.describe() + " deterministic");
+    check_verification(fa::verify_backward(p, data, a.out, true, 0, 1), p.describe() + " deterministic");
   }
 }
 

@@ -21,6 +21,7 @@
 
 namespace {
 
+using fa::testing::check_verification;
 using fa::testing::problem;
 
 enum Report { kDq, kDk, kDv, kO, kLse };
@@ -49,12 +50,6 @@ fa::GpuRun run_stage08(const fa::Problem& p, const fa::AttentionData& data) {
   return fa::run_once(p, data, fa::step08::attention_forward, stage08);
 }
 
-void check(const fa::Verification& v, const std::string& what) {
-  std::string reports;
-  for (const fa::CompareReport& r : v.reports) reports += "\n  " + r.summary();
-  INFO(what << " (" << v.how << ", error / plain " << v.error_vs_plain << ")" << reports);
-  CHECK(v.ok());
-}
 
 }  // namespace
 
@@ -75,7 +70,7 @@ TEST_CASE("stage 10 against float64: N = 1, tails, Nq != Nk both ways, causal, D
         for (const Shape& s : shapes) {
           const fa::Problem p = problem16(s.nq, s.nk, d, causal, 2, 2, type);
           const fa::AttentionData data = inputs(p, 600 + cases);
-          check(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
+          check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
           ++cases;
         }
   CHECK(cases == 2 * 2 * 2 * 10);
@@ -95,7 +90,7 @@ TEST_CASE("rung 1 (wgmma, LSE and D from global memory) against float64: tails, 
         const fa::Problem p = problem16(nq, nk, d, causal, 2, 2, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
         const fa::AttentionData data = inputs(p, 700 + cases);
         const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung1);
-        check(fa::verify_backward(p, data, r.out, true, 0, 1), "rung 1 " + p.describe());
+        check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), "rung 1 " + p.describe());
         ++cases;
       }
   CHECK(cases == 16);
@@ -107,9 +102,9 @@ TEST_CASE("stage 10 with large logits (scores 50..200) and ramp inputs") {
     for (const std::int64_t d : {64, 128}) {
       const fa::Problem p = problem16(150, 190, d, causal, 1, 3);
       const fa::AttentionData big = inputs(p, 7, fa::InputKind::large_logits);
-      check(fa::verify_backward(p, big, run(p, big).out, true, 0, 1), p.describe() + " large logits");
+      check_verification(fa::verify_backward(p, big, run(p, big).out, true, 0, 1), p.describe() + " large logits");
       const fa::AttentionData ramp = inputs(p, 8, fa::InputKind::ramp);
-      check(fa::verify_backward(p, ramp, run(p, ramp).out, true, 0, 1), p.describe() + " ramp");
+      check_verification(fa::verify_backward(p, ramp, run(p, ramp).out, true, 0, 1), p.describe() + " ramp");
     }
 }
 
@@ -120,7 +115,7 @@ TEST_CASE("stage 10 against stage 08 on the same inputs, both against float64") 
       const fa::Problem p = problem16(300, 333, d, causal, 2, 2);
       const fa::AttentionData data = inputs(p, 21);
       const fa::GpuRun ours = run(p, data), theirs = run_stage08(p, data);
-      check(fa::verify_backward(p, data, theirs.out, true, 0, 1), p.describe() + " stage 08");
+      check_verification(fa::verify_backward(p, data, theirs.out, true, 0, 1), p.describe() + " stage 08");
       // Two results within the 16-bit rule of float64 are within twice it of each other; 5 % of
       // the largest gradient is far above that rule and far below any wrong tile's error.
       const fa::Verification pair = fa::compare_backward(ours.out, theirs.out, 0.05);
@@ -133,21 +128,8 @@ TEST_CASE("stage 10 against stage 08 on the same inputs, both against float64") 
 
 TEST_CASE("rows that see no key (causal, Nq > Nk) get dQ = 0 and add nothing to dK, dV") {
   fa::step09::exit_skipped_unless_hopper();
-  const fa::Problem p = problem16(150, 40, 64, true, 1, 2);  // rows 0 .. 109 see no key
-  fa::AttentionData data = inputs(p, 31);
-  const fa::GpuRun a = run(p, data);
-  for (std::int64_t h = 0; h < p.heads; ++h)
-    for (std::int64_t i = 0; i < 110; ++i)
-      for (std::int64_t c = 0; c < p.dim; ++c) CHECK(a.out.dq.get((h * p.seq_q + i) * p.dim + c) == 0.0f);
-  // Their upstream gradient must not matter.
-  for (std::int64_t h = 0; h < p.heads; ++h)
-    for (std::int64_t i = 0; i < 110 * p.dim; ++i) data.d_o.set(h * p.seq_q * p.dim + i, 100.0f);
-  const fa::GpuRun b = run(p, data);
-  for (std::int64_t i = 0; i < a.out.dk.numel(); ++i) {
-    CHECK(a.out.dk.get(i) == b.out.dk.get(i));
-    CHECK(a.out.dv.get(i) == b.out.dv.get(i));
-  }
-  check(fa::verify_backward(p, data, b.out, true, 0, 1), p.describe());
+  fa::testing::check_keyless_rows_backward(
+      [](const fa::Problem& p, const fa::AttentionData& data) { return run(p, data).out; });
 }
 
 TEST_CASE("sampled-row verification at the executable's size, causal") {
@@ -155,7 +137,7 @@ TEST_CASE("sampled-row verification at the executable's size, causal") {
   const fa::Problem p = problem16(2000, 2000, 128, true, 2, 4);
   const fa::AttentionData data = inputs(p, 5);
   const fa::Verification v = fa::verify_backward(p, data, run(p, data).out, false, 24, 5);
-  check(v, p.describe() + " sampled");
+  check_verification(v, p.describe() + " sampled");
   CHECK(v.reports[kDq].count >= 2 * 24 * 128);
 }
 
