@@ -1,8 +1,8 @@
-// step10_hopper_backward — runs stage 10 (the backward on Hopper: wgmma for all five products, Q and
-// dO by TMA, after stage 09's forward) beside stage 08 (mma.sync, after stage 07's forward, on the
-// same inputs), verifies dQ, dK, dV against the float64 backward (all or sampled rows, with the
-// tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time. Needs a GPU
-// of compute capability 9.0 (the build is sm_90a): elsewhere it prints why and exits 77.
+// step10_hopper_backward — runs stage 10's rungs (the backward on Hopper: wgmma for all five
+// products, Q and dO by TMA, after stage 09's forward) beside stage 08 (mma.sync, after stage 07's
+// forward, on the same inputs), verifies dQ, dK, dV against the float64 backward (all or sampled
+// rows, with the tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time.
+// Needs a GPU of compute capability 9.0 (the build is sm_90a): elsewhere it prints why and exits 77.
 //
 // What changed from stage 08's main: the variants are the ladder's rungs (ladder/; the last is the
 // stage's kernel), the comparison is stage 08, and the forward is stage 09's.
@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
       "through shared memory, transposed); dQ by float atomics into a float32 buffer, then converted.\n"
       "rows_in_shared (the stage's kernel): wgmma's, with each query tile's LSE*log2e and D brought into\n"
       "shared memory by bulk copies beside Q and dO, instead of read from global memory by every thread.\n"
-      "D = rowsum(dO*O) and the dQ conversion are stage 08's kernels. The forward is stage 09's.\n"
+      "D = rowsum(dO*O), LSE*log2e and the dQ conversion: stage 08's kernels, shared in common/\n"
+      "(fa/cuda/backward). The forward is stage 09's. Hkv = Hq; D = 64 and 128.\n"
       "memory beyond Q, K, V, O, LSE, dO and the gradients: two floats per query row (D and\n"
       "LSE*log2e) and dQ's float32 accumulator.\n"
       "verification: float64 on all rows up to 4e9 FLOPs, sampled rows beyond, against the error of a\n"
