@@ -19,10 +19,12 @@
 
 #include <climits>
 #include <string>
+#include <type_traits>
 
 #include "09_hopper/hopper.cuh"
 #include "10_hopper_backward/ladder/v1_wgmma.cuh"
 #include "10_hopper_backward/ladder/v2_rows_in_shared.cuh"
+#include "10_hopper_backward/ladder/v3_dq_by_tma.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/nvtx.cuh"
@@ -39,17 +41,23 @@ template <int D>
 using V1Config = WgmmaBackwardConfig<D, 2>;
 template <int D>
 using StageConfig = RowsInSharedConfig<D, 2>;
+template <int D>
+using V3Config = DqByTmaConfig<D, 2>;
 
-// One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps.
-template <class T, class C, auto kKernel>
+// One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
+// BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA).
+template <class T, class C, auto kKernel, class Maps = BackwardMaps>
 void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
   constexpr int D = C::D;
   opt_in_shared_memory_once<kKernel, C::kSmemBytes>();
   const std::int64_t heads = p.heads_total();
-  const BackwardMaps maps{hopper::make_tile_map<T>(args.q, heads, p.seq_q, D, C::kBr),
-                          hopper::make_tile_map<T>(args.d_o, heads, p.seq_q, D, C::kBr),
-                          hopper::make_tile_map<T>(args.k, heads, p.seq_k, D, C::kBc),
-                          hopper::make_tile_map<T>(args.v, heads, p.seq_k, D, C::kBc)};
+  Maps maps{};
+  maps.q = hopper::make_tile_map<T>(args.q, heads, p.seq_q, D, C::kBr);
+  maps.d_o = hopper::make_tile_map<T>(args.d_o, heads, p.seq_q, D, C::kBr);
+  maps.k = hopper::make_tile_map<T>(args.k, heads, p.seq_k, D, C::kBc);
+  maps.v = hopper::make_tile_map<T>(args.v, heads, p.seq_k, D, C::kBc);
+  if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>)
+    maps.dq = hopper::make_float_tile_map(args.dq_accum, heads, p.seq_q, D, C::kBr);
   // The grid: (key tiles, heads). A head's key tiles are neighbours in launch order, so the blocks
   // resident together stream the same Q and dO through L2; causal, the first key tiles are the
   // heaviest (they see the most queries) and start first.
@@ -62,10 +70,15 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
 
 template <class T, int D>
 void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
-  if (rung == Rung::wgmma)
-    launch_config<T, V1Config<D>, backward_wgmma_kernel<T, V1Config<D>>>(p, args, ctx);
-  else
-    launch_config<T, StageConfig<D>, backward_rows_kernel<T, StageConfig<D>>>(p, args, ctx);
+  switch (rung) {
+    case Rung::wgmma: launch_config<T, V1Config<D>, backward_wgmma_kernel<T, V1Config<D>>>(p, args, ctx); break;
+    case Rung::rows_in_shared:
+      launch_config<T, StageConfig<D>, backward_rows_kernel<T, StageConfig<D>>>(p, args, ctx);
+      break;
+    case Rung::dq_by_tma:
+      launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
+  }
 }
 
 template <class T>
@@ -87,9 +100,11 @@ void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView 
   if (p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
     throw UsageError("stage 10: B·H is at most 65535 (the TMA's head coordinate, the grid) and Nq, Nk fit 32-bit "
                      "indices");
-  // The top rung needs the most (rung 1 plus the rows' buffers).
-  static_assert(StageConfig<128>::kSmemBytes >= V1Config<128>::kSmemBytes, "the stage's kernel needs the most");
-  const long long bytes = p.dim == 64 ? StageConfig<64>::kSmemBytes : StageConfig<128>::kSmemBytes;
+  // Rung 3 needs the most (rung 2 plus dQ's buffers); every rung is refused together.
+  static_assert(V3Config<128>::kSmemBytes >= StageConfig<128>::kSmemBytes &&
+                    StageConfig<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
+                "rung 3 needs the most shared memory");
+  const long long bytes = p.dim == 64 ? V3Config<64>::kSmemBytes : V3Config<128>::kSmemBytes;
   if (const std::string refusal =
           shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));
       !refusal.empty())

@@ -26,8 +26,9 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 
 // The rungs of the ladder (ladder/), each launched the stage's way: rung 1, all five products on
 // wgmma with Q and dO by TMA; rung 2, the stage's kernel, with each query tile's LSE·log2e and D
-// brought into shared memory beside them.
-enum class Rung { wgmma, rows_in_shared };
+// brought into shared memory beside them; rung 3, dQ added into global memory by the TMA from
+// shared memory instead of by the warps' atomics.
+enum class Rung { wgmma, rows_in_shared, dq_by_tma };
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx);

@@ -76,24 +76,30 @@ TEST_CASE("stage 10 against float64: N = 1, tails, Nq != Nk both ways, causal, D
   CHECK(cases == 2 * 2 * 2 * 10);
 }
 
-TEST_CASE("rung 1 (wgmma, LSE and D from global memory) against float64: tails, Nq != Nk, causal") {
+TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head dims") {
   fa::step09::exit_skipped_unless_hopper();
-  const fa::DeviceBackward rung1 = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
-                                      fa::ConstTensorView lse, fa::ConstTensorView d_o,
-                                      const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
-    fa::step10::attention_backward_rung(fa::step10::Rung::wgmma, pp, in, o, lse, d_o, g, ctx);
-  };
+  // Rung 1 (LSE and D from global memory) and rung 3 (dQ added by the TMA: tails of the last
+  // query tile clipped by the TMA, more than two query tiles per key tile so that dQ's two buffers
+  // are each reused, D = 64's two partial tiles).
   int cases = 0;
-  for (const std::int64_t d : {64, 128})
-    for (const bool causal : {false, true})
-      for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 1}, {130, 130}, {200, 67}, {333, 129}}) {
-        const fa::Problem p = problem16(nq, nk, d, causal, 2, 2, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
-        const fa::AttentionData data = inputs(p, 700 + cases);
-        const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung1);
-        check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), "rung 1 " + p.describe());
-        ++cases;
-      }
-  CHECK(cases == 16);
+  for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma}) {
+    const fa::DeviceBackward backward = [rung](const fa::Problem& pp, const fa::AttentionInputs& in,
+                                               fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                               const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+      fa::step10::attention_backward_rung(rung, pp, in, o, lse, d_o, g, ctx);
+    };
+    for (const std::int64_t d : {64, 128})
+      for (const bool causal : {false, true})
+        for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 1}, {130, 130}, {200, 67}, {333, 129}}) {
+          const fa::Problem p = problem16(nq, nk, d, causal, 2, 2, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
+          const fa::AttentionData data = inputs(p, 700 + cases);
+          const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, backward);
+          check_verification(fa::verify_backward(p, data, r.out, true, 0, 1),
+                             std::string(rung == fa::step10::Rung::wgmma ? "rung 1 " : "rung 3 ") + p.describe());
+          ++cases;
+        }
+  }
+  CHECK(cases == 32);
 }
 
 TEST_CASE("stage 10 with large logits (scores 50..200) and ramp inputs") {
