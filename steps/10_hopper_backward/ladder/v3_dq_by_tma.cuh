@@ -18,6 +18,11 @@
 // A store to shared memory takes the same registers and needs no queue to L2; the additions in L2
 // remain (the same bytes, as whole 128-byte lines), but no warp waits for them.
 //
+// Grouped-query heads (Hkv < Hq) arrive with this rung, the stage's first kernel to take them: a
+// block owns the keys of one K/V head and walks the query tiles of every query head that shares it,
+// one after the other through the same two buffers, so dK and dV are summed over the group in
+// registers, in float32, and written once (the rungs below refuse Hkv < Hq).
+//
 // Prediction, written before the first run (none has run yet): 1.10-1.20× rung 2 at both head
 // dims, more at D = 64 (two partial tiles and the atomics' larger share); causal like non-causal.
 // The cost: 64 KiB more shared memory (two buffers of 32 KiB; 210 KiB at D = 128, of the 227
@@ -73,7 +78,8 @@ struct DqByTmaConfig {
 
 template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
-    backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a) {
+    backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
+                           const int heads_per_kv) {
   constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, NQ = Br / 8, ND = D / 8;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -94,19 +100,24 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   const int warp = threadIdx.x / 32, group = warp / 4, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  const int head = static_cast<int>(blockIdx.y), j0 = static_cast<int>(blockIdx.x) * Bc;
+  // The block's keys belong to K/V head kv_head (of B·Hkv); the query heads that share it, G =
+  // heads_per_kv of them (1 without grouped heads), are kv_head·G .. kv_head·G + G − 1, and the
+  // block walks the query tiles of each in turn, so that dK and dV sum over the group in registers.
+  const int kv_head = static_cast<int>(blockIdx.y), j0 = static_cast<int>(blockIdx.x) * Bc;
   const bwd::QueryTiles tiles = bwd::query_tiles(j0, Bc, Br, a.seq_q, a.seq_k, a.causal);
-  const int count = tiles.end - tiles.begin;
+  const int count = tiles.end - tiles.begin, steps = count * heads_per_kv;
+  auto q_head_of = [&](int m) { return kv_head * heads_per_kv + m / count; };  // step m's query head
+  auto tile_of = [&](int m) { return tiles.begin + m % count; };               // and its query tile
 
-  // One thread asks for query tile tiles.begin + n (Q and dO by the TMA, its rows' LSE·log2e and D
-  // by two bulk copies of Br floats: the arrays are padded to whole tiles, 256-byte aligned) into
-  // stage n mod 2, all four completing on one mbarrier.
-  const std::int64_t rows0 = static_cast<std::int64_t>(head) * a.seq_q_padded;
-  auto load_qdo = [&](int n) {
-    const int s = n % C::kStages, q0 = (tiles.begin + n) * Br;
+  // One thread asks for step m's query tile (Q and dO by the TMA, its rows' LSE·log2e and D by two
+  // bulk copies of Br floats: the arrays are padded to whole tiles, 256-byte aligned) into stage
+  // m mod 2, all four completing on one mbarrier.
+  auto load_qdo = [&](int m) {
+    const int s = m % C::kStages, q0 = tile_of(m) * Br, q_head = q_head_of(m);
+    const std::int64_t rows0 = static_cast<std::int64_t>(q_head) * a.seq_q_padded;
     barrier_expect_bytes(&qdo_full[s], 2 * tile_bytes<T, Br, D>() + C::kRowsBytes);
-    load_tile_tma<T, Br, D>(q_tile(s), &maps.q, q0, head, &qdo_full[s]);
-    load_tile_tma<T, Br, D>(do_tile(s), &maps.d_o, q0, head, &qdo_full[s]);
+    load_tile_tma<T, Br, D>(q_tile(s), &maps.q, q0, q_head, &qdo_full[s]);
+    load_tile_tma<T, Br, D>(do_tile(s), &maps.d_o, q0, q_head, &qdo_full[s]);
     cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, lse2_tile(s), a.lse2 + rows0 + q0,
                              C::kRowsBytes / 2, &qdo_full[s]);
     cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, delta_tile(s), a.delta + rows0 + q0,
@@ -117,10 +128,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     for (int s = 0; s < C::kStages; ++s) barrier_init(&qdo_full[s], 1);
   }
   __syncthreads();  // the barriers initialized before anyone waits on them
-  if (threadIdx.x == 0 && count > 0) {
+  if (threadIdx.x == 0 && steps > 0) {
     barrier_expect_bytes(kv_full, 2 * tile_bytes<T, Bc, D>());
-    load_tile_tma<T, Bc, D>(k_tile, &maps.k, j0, head, kv_full);
-    load_tile_tma<T, Bc, D>(v_tile, &maps.v, j0, head, kv_full);
+    load_tile_tma<T, Bc, D>(k_tile, &maps.k, j0, kv_head, kv_full);
+    load_tile_tma<T, Bc, D>(v_tile, &maps.v, j0, kv_head, kv_full);
     load_qdo(0);
   }
 
@@ -134,18 +145,18 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int offset = a.seq_k - a.seq_q;                // bottom-right causal mask: key ≤ query + offset
 
   float dv[ND][4] = {}, dk[ND][4] = {};
-  if (count > 0) barrier_wait(kv_full, 0);
+  if (steps > 0) barrier_wait(kv_full, 0);
 
-  for (int n = 0; n < count; ++n) {
-    const int s = n % C::kStages, i = tiles.begin + n, q0 = i * Br;
-    // Stage s ^ 1 was freed by the block barrier that ended tile n − 1. dQ's buffer s was last
-    // handed to the TMA at tile n − 2: thread 0 waits until that reduce-add has read it (the one of
-    // tile n − 1 may still run); the block barrier after dS's stores passes that on to everyone.
+  for (int m = 0; m < steps; ++m) {
+    const int s = m % C::kStages, i = tile_of(m), q0 = i * Br, q_head = q_head_of(m);
+    // Stage s ^ 1 was freed by the block barrier that ended step m − 1. dQ's buffer s was last
+    // handed to the TMA at step m − 2: thread 0 waits until that reduce-add has read it (the one of
+    // step m − 1 may still run); the block barrier after dS's stores passes that on to everyone.
     if (threadIdx.x == 0) {
-      if (n + 1 < count) load_qdo(n + 1);
+      if (m + 1 < steps) load_qdo(m + 1);
       cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<1>{});
     }
-    barrier_wait(&qdo_full[s], static_cast<std::uint32_t>((n / C::kStages) & 1));  // Q_i, dO_i landed
+    barrier_wait(&qdo_full[s], static_cast<std::uint32_t>((m / C::kStages) & 1));  // Q_i, dO_i landed
     const auto q_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(q_tile(s)));
     const auto do_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(do_tile(s)));
 
@@ -265,7 +276,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x == 0) {
       for (int p = 0; p < C::kDqParts; ++p)
         for (int b = 0; b < D / kFloatBoxColumns; ++b) {
-          const std::int32_t coords[3] = {b * kFloatBoxColumns, q0, head};
+          const std::int32_t coords[3] = {b * kFloatBoxColumns, q0, q_head};
           cuda::ptx::cp_reduce_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
                                                  &maps.dq, coords, dq_part(s, p) + b * C::kDqBoxFloats);
         }
@@ -276,7 +287,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x == 0) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
 
   // dK = τ·dSᵀQ, dV: this warp's 16 keys, two neighbouring columns per store.
-  const std::int64_t first = static_cast<std::int64_t>(head) * a.seq_k;
+  const std::int64_t first = static_cast<std::int64_t>(kv_head) * a.seq_k;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = j0 + key_row0 + g + 8 * h;

@@ -102,6 +102,25 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
   CHECK(cases == 32);
 }
 
+TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 3 and Hkv = 1)") {
+  fa::step09::exit_skipped_unless_hopper();
+  struct Heads {
+    std::int64_t hq, hkv;
+  };
+  int cases = 0;
+  for (const Heads& h : {Heads{4, 2}, Heads{6, 2}, Heads{3, 1}})
+    for (const std::int64_t d : {64, 128})
+      for (const bool causal : {false, true})
+        for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 130}, {200, 67}}) {
+          fa::Problem p = problem16(nq, nk, d, causal, 2, h.hq, cases % 2 ? fa::DType::float16 : fa::DType::bfloat16);
+          p.heads_kv = h.hkv;
+          const fa::AttentionData data = inputs(p, 800 + cases);
+          check(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
+          ++cases;
+        }
+  CHECK(cases == 3 * 2 * 2 * 2);
+}
+
 TEST_CASE("stage 10 with large logits (scores 50..200) and ramp inputs") {
   fa::step09::exit_skipped_unless_hopper();
   for (const bool causal : {false, true})
@@ -168,6 +187,19 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
     const fa::Problem p = problem16(8, 8, d, false, 1, 1);
     CHECK_THROWS_AS(fa::run_once(p, inputs(p, 1), none, fa::step10::attention_backward), fa::UsageError);
   }
+  fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);
+  grouped.heads_kv = 1;
+  for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::rows_in_shared}) {
+    const fa::DeviceBackward lower = [rung](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                            fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                            const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+      fa::step10::attention_backward_rung(rung, pp, in, o, lse, d_o, g, ctx);
+    };
+    CHECK_THROWS_AS(fa::run_once(grouped, inputs(grouped, 1), none, lower), fa::UsageError);
+  }
+  fa::Problem uneven = problem16(8, 8, 64, false, 1, 3);
+  uneven.heads_kv = 2;
+  CHECK_THROWS_AS(fa::run_once(uneven, inputs(uneven, 1), none, fa::step10::attention_backward), fa::UsageError);
   const fa::Problem p32 = problem(8, 8, 64, false, 1, 1);
   CHECK_THROWS_AS(fa::run_once(p32, inputs(p32, 1), none, fa::step10::attention_backward), fa::UsageError);
 }
