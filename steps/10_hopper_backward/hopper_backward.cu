@@ -63,9 +63,16 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
   // the heaviest (they see the most queries) and start first.
   const dim3 grid(static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc), static_cast<unsigned>(kv_heads));
   ctx.kernel_begin("dkdv+dq");
-  if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>)  // rung 3 on: grouped heads, G per K/V head
-    kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args, static_cast<int>(p.heads / p.kv_heads()));
-  else
+  if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>) {
+    // Rung 3 on: grouped heads (G per K/V head), and for the ordered dQ one counter per query head
+    // and query tile, zeroed here (the kernel ignores them when it adds as the tiles come).
+    const int query_tiles = static_cast<int>((p.seq_q + C::kBr - 1) / C::kBr);
+    const std::size_t turns = static_cast<std::size_t>(heads) * static_cast<std::size_t>(query_tiles);
+    int* dq_turns = ctx.scratch_as<int>("dq_turns", turns);
+    FA_CUDA_CHECK(cudaMemsetAsync(dq_turns, 0, turns * sizeof(int), ctx.stream));
+    kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args, static_cast<int>(p.heads / p.kv_heads()),
+                                                              dq_turns, query_tiles);
+  } else
     kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("dkdv+dq");
@@ -80,6 +87,9 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
       break;
     case Rung::dq_by_tma:
       launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
+    case Rung::dq_by_tma_ordered:
+      launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>, true>, BackwardMapsWithDq>(p, args, ctx);
       break;
   }
 }
@@ -141,7 +151,7 @@ void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs&
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx) {
   check_problem(p, in, o, d_o, grads);
-  if (p.kv_heads() != p.heads && rung != Rung::dq_by_tma)
+  if (p.kv_heads() != p.heads && rung != Rung::dq_by_tma && rung != Rung::dq_by_tma_ordered)
     throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3, the stage's kernel)");
   if (p.dtype == DType::float16)
     backward<__half>(rung, p, in, o, lse, d_o, grads, ctx);

@@ -29,7 +29,10 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // wgmma with Q and dO by TMA; rung 2, with each query tile's LSE·log2e and D brought into shared
 // memory beside them; rung 3, the stage's kernel, dQ added into global memory by the TMA from
 // shared memory instead of by the warps' atomics, and grouped heads (rungs 1 and 2 refuse them).
-enum class Rung { wgmma, rows_in_shared, dq_by_tma };
+// dq_by_tma_ordered: the stage's kernel with dQ's additions in a fixed order (key tile by key tile
+// for each query tile): bitwise the same dQ on every run, for a wait per query tile. Extra device
+// memory: one int per query head and query tile.
+enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered };
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx);

@@ -31,6 +31,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cuda/atomic>
+
 #include <cstdint>
 
 #include <ds_transpose.cuh>  // holes/: the hole of exercise ex10
@@ -76,10 +78,16 @@ struct DqByTmaConfig {
                 "tiles: 1024-byte multiples");
 };
 
-template <class T, class C>
+// The order of dQ's additions: kOrdered = false, as they come (the float32 sums' last bits change
+// from run to run); true, key tile by key tile (bitwise the same dQ on every run): the key tile
+// j of a head adds its share of query tile i once the tiles 0 .. j − 1 have added theirs, counted in
+// dq_turns[query head][i] (zeroed by the host; query_tiles per head). Causal, the key tiles that see
+// a query tile are always 0 .. some J, so the count reaches every one of them in turn; blocks start
+// in the order of their index, so the tile a block waits for has started before it.
+template <class T, class C, bool kOrdered = false>
 __global__ void __launch_bounds__(C::kThreads, 1)
     backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
-                           const int heads_per_kv) {
+                           const int heads_per_kv, int* dq_turns, const int query_tiles) {
   constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, NQ = Br / 8, ND = D / 8;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -274,6 +282,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // One thread hands the tile's dQ to the TMA: each box added into the float32 accumulator in L2,
     // one bulk group per tile (waited for, for reading, two tiles on).
     if (threadIdx.x == 0) {
+      using Turn = cuda::atomic_ref<int, cuda::thread_scope_device>;
+      int* const turn = kOrdered ? dq_turns + std::int64_t{q_head} * query_tiles + i : nullptr;
+      if constexpr (kOrdered) {
+        while (Turn(*turn).load(cuda::memory_order_acquire) != static_cast<int>(blockIdx.x)) {
+        }
+        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // the earlier tiles' sums, seen by the TMA
+      }
       for (int p = 0; p < C::kDqParts; ++p)
         for (int b = 0; b < D / kFloatBoxColumns; ++b) {
           const std::int32_t coords[3] = {b * kFloatBoxColumns, q0, q_head};
@@ -281,6 +296,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                                                  &maps.dq, coords, dq_part(s, p) + b * C::kDqBoxFloats);
         }
       cuda::ptx::cp_async_bulk_commit_group();
+      if constexpr (kOrdered) {
+        cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // this tile's additions done
+        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+        Turn(*turn).store(static_cast<int>(blockIdx.x) + 1, cuda::memory_order_release);
+      }
     }
   }
   // The last reduce-adds complete before the block ends (the conversion kernel reads the sums).

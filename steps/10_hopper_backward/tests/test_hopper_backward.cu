@@ -121,6 +121,34 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
   CHECK(cases == 3 * 2 * 2 * 2);
 }
 
+TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on every run") {
+  fa::step09::exit_skipped_unless_hopper();
+  const fa::DeviceBackward ordered = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                        fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                        const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step10::attention_backward_rung(fa::step10::Rung::dq_by_tma_ordered, pp, in, o, lse, d_o, g, ctx);
+  };
+  int cases = 0;
+  for (const std::int64_t d : {64, 128})
+    for (const bool causal : {false, true}) {
+      // Several key tiles per query tile (Nk = 700: 6 key tiles), grouped heads, a query tail.
+      fa::Problem p = problem16(333, 700, d, causal, 2, 4);
+      p.heads_kv = 2;
+      const fa::AttentionData data = inputs(p, 900 + cases);
+      const fa::GpuRun first = fa::run_once(p, data, fa::step10::attention_forward, ordered);
+      check(fa::verify_backward(p, data, first.out, true, 0, 1), "deterministic " + p.describe());
+      for (int again = 0; again < 3; ++again) {
+        const fa::GpuRun next = fa::run_once(p, data, fa::step10::attention_forward, ordered);
+        std::int64_t differ = 0;
+        for (std::int64_t n = 0; n < first.out.dq.numel(); ++n)
+          differ += first.out.dq.get(n) != next.out.dq.get(n) ? 1 : 0;
+        CHECK_MESSAGE(differ == 0, p.describe() << ": " << differ << " dQ elements differ from the first run");
+      }
+      ++cases;
+    }
+  CHECK(cases == 4);
+}
+
 TEST_CASE("stage 10 with large logits (scores 50..200) and ramp inputs") {
   fa::step09::exit_skipped_unless_hopper();
   for (const bool causal : {false, true})
