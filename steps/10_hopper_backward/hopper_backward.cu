@@ -19,8 +19,10 @@
 
 #include <climits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "09_hopper/hopper.cuh"
 #include "10_hopper_backward/ladder/v1_wgmma.cuh"
 #include "10_hopper_backward/ladder/v2_rows_in_shared.cuh"
@@ -139,6 +141,18 @@ void backward(Rung rung, const Problem& p, const AttentionInputs& in, ConstTenso
 }  // namespace
 
 std::string skip_reason() { return step09::hopper_skip_reason(); }
+
+const char* fastest_backward_stage(const Problem& p) {
+  return step09::runs_here() && kSupports.has_dim(p.dim) ? "10" : "08";
+}
+
+void fastest_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                      ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  if (std::string_view(fastest_backward_stage(p)) == "10")
+    attention_backward(p, in, o, lse, d_o, grads, ctx);
+  else
+    step08::attention_backward(p, in, o, lse, d_o, grads, ctx);
+}
 
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
   if (p.kv_heads() == p.heads) return step09::attention_forward_overlap(p, in, out, ctx);

@@ -37,6 +37,13 @@ void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs&
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx);
 
+// The course's fastest backward on the current device, as a later stage runs it (stage 13's ring):
+// this stage's where it runs (compute capability 9.0, D = 64 or 128), stage 08 elsewhere (with its
+// default options); and which one that is ("10" or "08").
+void fastest_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                      ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
+const char* fastest_backward_stage(const Problem& p);
+
 // The forward the backward pairs with: stage 09's (its overlap rung).
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);
 
