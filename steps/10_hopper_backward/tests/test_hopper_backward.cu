@@ -115,7 +115,7 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
           fa::Problem p = problem16(nq, nk, d, causal, 2, h.hq, cases % 2 ? fa::DType::float16 : fa::DType::bfloat16);
           p.heads_kv = h.hkv;
           const fa::AttentionData data = inputs(p, 800 + cases);
-          check(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
+          check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
           ++cases;
         }
   CHECK(cases == 3 * 2 * 2 * 2);
@@ -136,7 +136,7 @@ TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on ev
       p.heads_kv = 2;
       const fa::AttentionData data = inputs(p, 900 + cases);
       const fa::GpuRun first = fa::run_once(p, data, fa::step10::attention_forward, ordered);
-      check(fa::verify_backward(p, data, first.out, true, 0, 1), "deterministic " + p.describe());
+      check_verification(fa::verify_backward(p, data, first.out, true, 0, 1), "deterministic " + p.describe());
       for (int again = 0; again < 3; ++again) {
         const fa::GpuRun next = fa::run_once(p, data, fa::step10::attention_forward, ordered);
         std::int64_t differ = 0;
