@@ -47,8 +47,9 @@ template <int D>
 using V3Config = DqByTmaConfig<D, 2>;
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
-// BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA).
-template <class T, class C, auto kKernel, class Maps = BackwardMaps>
+// BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
+// deterministic variant, which takes its turn counters).
+template <class T, class C, auto kKernel, class Maps = BackwardMaps, bool kOrdered = false>
 void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
   constexpr int D = C::D;
   opt_in_shared_memory_once<kKernel, C::kSmemBytes>();
@@ -67,11 +68,14 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
   ctx.kernel_begin("dkdv+dq");
   if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>) {
     // Rung 3 on: grouped heads (G per K/V head), and for the ordered dQ one counter per query head
-    // and query tile, zeroed here (the kernel ignores them when it adds as the tiles come).
+    // and query tile, zeroed here (the rung that adds as the tiles come gets none).
     const int query_tiles = static_cast<int>((p.seq_q + C::kBr - 1) / C::kBr);
-    const std::size_t turns = static_cast<std::size_t>(heads) * static_cast<std::size_t>(query_tiles);
-    int* dq_turns = ctx.scratch_as<int>("dq_turns", turns);
-    FA_CUDA_CHECK(cudaMemsetAsync(dq_turns, 0, turns * sizeof(int), ctx.stream));
+    int* dq_turns = nullptr;
+    if constexpr (kOrdered) {
+      const std::size_t turns = static_cast<std::size_t>(heads) * static_cast<std::size_t>(query_tiles);
+      dq_turns = ctx.scratch_as<int>("dq_turns", turns);
+      FA_CUDA_CHECK(cudaMemsetAsync(dq_turns, 0, turns * sizeof(int), ctx.stream));
+    }
     kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args, static_cast<int>(p.heads / p.kv_heads()),
                                                               dq_turns, query_tiles);
   } else
@@ -91,7 +95,8 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
       launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
     case Rung::dq_by_tma_ordered:
-      launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>, true>, BackwardMapsWithDq>(p, args, ctx);
+      launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>, true>, BackwardMapsWithDq, true>(p, args,
+                                                                                                      ctx);
       break;
   }
 }

@@ -137,6 +137,9 @@ TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on ev
       const fa::AttentionData data = inputs(p, 900 + cases);
       const fa::GpuRun first = fa::run_once(p, data, fa::step10::attention_forward, ordered);
       check_verification(fa::verify_backward(p, data, first.out, true, 0, 1), "deterministic " + p.describe());
+      // Its extra memory: the accumulator, two floats per padded query row, one int per query tile.
+      const std::int64_t tiles = p.heads_total() * ((p.seq_q + 63) / 64);
+      CHECK(first.extra_bytes == p.q_elements() * 4 + 2 * tiles * 64 * 4 + tiles * 4);
       for (int again = 0; again < 3; ++again) {
         const fa::GpuRun next = fa::run_once(p, data, fa::step10::attention_forward, ordered);
         std::int64_t differ = 0;
