@@ -7,7 +7,7 @@
 // at every launch; the frame around it is stage 08's, shared through common/
 // (fa/cuda/backward/frame.cuh): D = rowsum(dO∘O) and LSE·log2e before (padded to 64 rows, the query
 // tile here too), the float32 dQ accumulator zeroed before and converted to 16 bits after. The
-// forward is stage 09's. Limits: D = 64 and 128, Hkv = Hq, B·H ≤ 65535.
+// forward is stage 09's. Limits: D = 64 and 128, B·Hq ≤ 65535; grouped heads (Hkv < Hq) from rung 3 on.
 //
 // Build and run (verifies against float64 with the 16-bit rule, beside stage 08 on the same inputs):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step10_hopper_backward
@@ -19,10 +19,14 @@
 
 #include <climits>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
+#include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "09_hopper/hopper.cuh"
 #include "10_hopper_backward/ladder/v1_wgmma.cuh"
 #include "10_hopper_backward/ladder/v2_rows_in_shared.cuh"
+#include "10_hopper_backward/ladder/v3_dq_by_tma.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/nvtx.cuh"
@@ -33,39 +37,68 @@ namespace fa::step10 {
 namespace {
 
 // Every rung: two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at D = 128
-// that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per SM. Not
-// tuned. The stage's kernel is the top rung.
+// that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per SM (and
+// from rung 3 on 64 KiB of dQ's buffers). Not tuned. The stage's kernel is the top rung, rung 3.
 template <int D>
 using V1Config = WgmmaBackwardConfig<D, 2>;
 template <int D>
-using StageConfig = RowsInSharedConfig<D, 2>;
+using V2Config = RowsInSharedConfig<D, 2>;
+template <int D>
+using V3Config = DqByTmaConfig<D, 2>;
 
-// One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps.
-template <class T, class C, auto kKernel>
+// One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
+// BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
+// deterministic variant, which takes its turn counters).
+template <class T, class C, auto kKernel, class Maps = BackwardMaps, bool kOrdered = false>
 void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
   constexpr int D = C::D;
   opt_in_shared_memory_once<kKernel, C::kSmemBytes>();
-  const std::int64_t heads = p.heads_total();
-  const BackwardMaps maps{hopper::make_tile_map<T>(args.q, heads, p.seq_q, D, C::kBr),
-                          hopper::make_tile_map<T>(args.d_o, heads, p.seq_q, D, C::kBr),
-                          hopper::make_tile_map<T>(args.k, heads, p.seq_k, D, C::kBc),
-                          hopper::make_tile_map<T>(args.v, heads, p.seq_k, D, C::kBc)};
-  // The grid: (key tiles, heads). A head's key tiles are neighbours in launch order, so the blocks
-  // resident together stream the same Q and dO through L2; causal, the first key tiles are the
-  // heaviest (they see the most queries) and start first.
-  const dim3 grid(static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc), static_cast<unsigned>(heads));
+  const std::int64_t heads = p.heads_total(), kv_heads = p.batch * p.kv_heads();
+  Maps maps{};
+  maps.q = hopper::make_tile_map<T>(args.q, heads, p.seq_q, D, C::kBr);
+  maps.d_o = hopper::make_tile_map<T>(args.d_o, heads, p.seq_q, D, C::kBr);
+  maps.k = hopper::make_tile_map<T>(args.k, kv_heads, p.seq_k, D, C::kBc);
+  maps.v = hopper::make_tile_map<T>(args.v, kv_heads, p.seq_k, D, C::kBc);
+  if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>)
+    maps.dq = hopper::make_float_tile_map(args.dq_accum, heads, p.seq_q, D, C::kBr);
+  // The grid: (key tiles, K/V heads). A head's key tiles are neighbours in launch order, so the
+  // blocks resident together stream the same Q and dO through L2; causal, the first key tiles are
+  // the heaviest (they see the most queries) and start first.
+  const dim3 grid(static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc), static_cast<unsigned>(kv_heads));
   ctx.kernel_begin("dkdv+dq");
-  kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args);
+  if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>) {
+    // Rung 3 on: grouped heads (G per K/V head), and for the ordered dQ one counter per query head
+    // and query tile, zeroed here (the rung that adds as the tiles come gets none).
+    const int query_tiles = static_cast<int>((p.seq_q + C::kBr - 1) / C::kBr);
+    int* dq_turns = nullptr;
+    if constexpr (kOrdered) {
+      const std::size_t turns = static_cast<std::size_t>(heads) * static_cast<std::size_t>(query_tiles);
+      dq_turns = ctx.scratch_as<int>("dq_turns", turns);
+      FA_CUDA_CHECK(cudaMemsetAsync(dq_turns, 0, turns * sizeof(int), ctx.stream));
+    }
+    kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args, static_cast<int>(p.heads / p.kv_heads()),
+                                                              dq_turns, query_tiles);
+  } else
+    kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args);
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("dkdv+dq");
 }
 
 template <class T, int D>
 void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
-  if (rung == Rung::wgmma)
-    launch_config<T, V1Config<D>, backward_wgmma_kernel<T, V1Config<D>>>(p, args, ctx);
-  else
-    launch_config<T, StageConfig<D>, backward_rows_kernel<T, StageConfig<D>>>(p, args, ctx);
+  switch (rung) {
+    case Rung::wgmma: launch_config<T, V1Config<D>, backward_wgmma_kernel<T, V1Config<D>>>(p, args, ctx); break;
+    case Rung::rows_in_shared:
+      launch_config<T, V2Config<D>, backward_rows_kernel<T, V2Config<D>>>(p, args, ctx);
+      break;
+    case Rung::dq_by_tma:
+      launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
+    case Rung::dq_by_tma_ordered:
+      launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>, true>, BackwardMapsWithDq, true>(p, args,
+                                                                                                      ctx);
+      break;
+  }
 }
 
 template <class T>
@@ -83,13 +116,15 @@ void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView 
   // runs_here() asks the device once: reading its properties on every call (skip_reason) took about
   // a millisecond, which the timed backward would include.
   if (!step09::runs_here()) throw UsageError("stage 10: " + skip_reason());
-  if (p.kv_heads() != p.heads) throw UsageError("stage 10 runs Hkv = Hq only");
+  if (p.heads % p.kv_heads() != 0) throw UsageError("stage 10: Hq must be a multiple of Hkv");
   if (p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
-    throw UsageError("stage 10: B·H is at most 65535 (the TMA's head coordinate, the grid) and Nq, Nk fit 32-bit "
+    throw UsageError("stage 10: B·Hq is at most 65535 (the TMA's head coordinate, the grid) and Nq, Nk fit 32-bit "
                      "indices");
-  // The top rung needs the most (rung 1 plus the rows' buffers).
-  static_assert(StageConfig<128>::kSmemBytes >= V1Config<128>::kSmemBytes, "the stage's kernel needs the most");
-  const long long bytes = p.dim == 64 ? StageConfig<64>::kSmemBytes : StageConfig<128>::kSmemBytes;
+  // Rung 3 needs the most (rung 2 plus dQ's buffers); every rung is refused together.
+  static_assert(V3Config<128>::kSmemBytes >= V2Config<128>::kSmemBytes &&
+                    V2Config<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
+                "rung 3 needs the most shared memory");
+  const long long bytes = p.dim == 64 ? V3Config<64>::kSmemBytes : V3Config<128>::kSmemBytes;
   if (const std::string refusal =
           shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));
       !refusal.empty())
@@ -112,14 +147,31 @@ void backward(Rung rung, const Problem& p, const AttentionInputs& in, ConstTenso
 
 std::string skip_reason() { return step09::hopper_skip_reason(); }
 
+const char* fastest_backward_stage(const Problem& p) {
+  return step09::runs_here() && kSupports.has_dim(p.dim) ? "10" : "08";
+}
+
+void fastest_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                      ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
+  if (std::string_view(fastest_backward_stage(p)) == "10")
+    attention_backward(p, in, o, lse, d_o, grads, ctx);
+  else
+    step08::attention_backward(p, in, o, lse, d_o, grads, ctx);
+}
+
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx) {
-  step09::attention_forward_overlap(p, in, out, ctx);
+  if (p.kv_heads() == p.heads) return step09::attention_forward_overlap(p, in, out, ctx);
+  // Grouped heads: stage 09's kernel with the policy that points query head bh at K/V head bh / G.
+  step09::attention_forward_overlap_with(p, in, out, ctx, policies::GroupedHeads{static_cast<int>(p.heads / p.kv_heads())},
+                                         policies::DenseRows{});
 }
 
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx) {
   check_problem(p, in, o, d_o, grads);
+  if (p.kv_heads() != p.heads && rung != Rung::dq_by_tma && rung != Rung::dq_by_tma_ordered)
+    throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3, the stage's kernel)");
   if (p.dtype == DType::float16)
     backward<__half>(rung, p, in, o, lse, d_o, grads, ctx);
   else
@@ -128,7 +180,7 @@ void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs&
 
 void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                         ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
-  attention_backward_rung(Rung::rows_in_shared, p, in, o, lse, d_o, grads, ctx);
+  attention_backward_rung(Rung::dq_by_tma, p, in, o, lse, d_o, grads, ctx);
 }
 
 }  // namespace fa::step10

@@ -12,11 +12,12 @@
 
 namespace fa::step10 {
 
-// fp16 or bf16 in and out, float32 accumulators; D = 64 and 128.
-inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128}};
+// fp16 or bf16 in and out, float32 accumulators; D = 64 and 128; grouped-query heads (Hq a
+// multiple of Hkv: dK and dV summed over each group).
+inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128}, .grouped_heads = true};
 
 // The stage's backward (a fa::DeviceBackward): device views of contiguous [B,H,N,D] tensors of
-// p.dtype (LSE float32), 16-byte aligned, Hkv = Hq; dQ, dK, dV written completely. Causal: the
+// p.dtype (LSE float32), 16-byte aligned, K, V, dK, dV with Hkv heads; dQ, dK, dV written completely. Causal: the
 // bottom-right mask, query tiles above the diagonal skipped. Needs compute capability 9.0 (the
 // build is sm_90a). Extra device memory, as stage 08's: two floats per query row (D and
 // LSE·log2e, padded to 64 rows) and the float32 dQ accumulator (B·H·Nq·D), from ctx's scratch.
@@ -25,12 +26,23 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
                         ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
 
 // The rungs of the ladder (ladder/), each launched the stage's way: rung 1, all five products on
-// wgmma with Q and dO by TMA; rung 2, the stage's kernel, with each query tile's LSE·log2e and D
-// brought into shared memory beside them.
-enum class Rung { wgmma, rows_in_shared };
+// wgmma with Q and dO by TMA; rung 2, with each query tile's LSE·log2e and D brought into shared
+// memory beside them; rung 3, the stage's kernel, dQ added into global memory by the TMA from
+// shared memory instead of by the warps' atomics, and grouped heads (rungs 1 and 2 refuse them).
+// dq_by_tma_ordered: the stage's kernel with dQ's additions in a fixed order (key tile by key tile
+// for each query tile): bitwise the same dQ on every run, for a wait per query tile. Extra device
+// memory: one int per query head and query tile.
+enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered };
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx);
+
+// The course's fastest backward on the current device, as a later stage runs it (stage 13's ring):
+// this stage's where it runs (compute capability 9.0, D = 64 or 128), stage 08 elsewhere (with its
+// default options); and which one that is ("10" or "08").
+void fastest_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
+                      ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
+const char* fastest_backward_stage(const Problem& p);
 
 // The forward the backward pairs with: stage 09's (its overlap rung).
 void attention_forward(const Problem& p, const AttentionInputs& in, const AttentionOutputs& out, DeviceContext& ctx);

@@ -29,16 +29,21 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step10::kSupports;
-  spec.variants = {"wgmma", "rows_in_shared"};
+  spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "deterministic"};
   spec.notes =
       "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
       "streamed by TMA (Q and dO, two buffers); wgmma for S^T = K.Q^T and dP^T = V.dO^T (both from\n"
       "shared memory), dV += P^T.dO and dK += dS^T.Q (P^T, dS^T from registers), dQ += dS.K (dS\n"
       "through shared memory, transposed); dQ by float atomics into a float32 buffer, then converted.\n"
-      "rows_in_shared (the stage's kernel): wgmma's, with each query tile's LSE*log2e and D brought into\n"
+      "rows_in_shared: wgmma's, with each query tile's LSE*log2e and D brought into\n"
       "shared memory by bulk copies beside Q and dO, instead of read from global memory by every thread.\n"
+      "dq_by_tma (the stage's kernel): rows_in_shared's, with dQ stored into shared memory and added\n"
+      "into the float32 buffer by the TMA (cp.reduce.async.bulk.tensor .add) instead of by the\n"
+      "threads' atomics; grouped heads (--heads-kv): dK, dV summed over each group in registers.\n"
+      "deterministic: dq_by_tma with dQ added key tile by key tile for each query tile (a counter per\n"
+      "query tile): the same dQ bit for bit on every run.\n"
       "D = rowsum(dO*O), LSE*log2e and the dQ conversion: stage 08's kernels, shared in common/\n"
-      "(fa/cuda/backward). The forward is stage 09's. Hkv = Hq; D = 64 and 128.\n"
+      "(fa/cuda/backward). The forward is stage 09's. D = 64 and 128.\n"
       "memory beyond Q, K, V, O, LSE, dO and the gradients: two floats per query row (D and\n"
       "LSE*log2e) and dQ's float32 accumulator.\n"
       "verification: float64 on all rows up to 4e9 FLOPs, sampled rows beyond, against the error of a\n"
@@ -65,7 +70,11 @@ int main(int argc, char** argv) {
   def.variants.push_back(fa::gpu_backward_variant("10", "wgmma", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::wgmma)));
   def.variants.push_back(fa::gpu_backward_variant("10", "rows_in_shared", /*ours=*/true,
-                                                  fa::step10::attention_forward, fa::step10::attention_backward));
+                                                  fa::step10::attention_forward, rung(fa::step10::Rung::rows_in_shared)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "dq_by_tma", /*ours=*/true, fa::step10::attention_forward,
+                                                  fa::step10::attention_backward));
+  def.variants.push_back(fa::gpu_backward_variant("10", "deterministic", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::dq_by_tma_ordered)));
   // The previous stage beside it, same dtype: the chart's comparison.
   def.variants.push_back(fa::gpu_backward_variant("08", "flash", /*ours=*/false, fa::step08::attention_forward,
                                                   [](const fa::Problem& p, const fa::AttentionInputs& in,

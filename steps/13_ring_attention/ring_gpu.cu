@@ -25,6 +25,7 @@
 
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "09_hopper/hopper.cuh"
+#include "10_hopper_backward/hopper_backward.cuh"
 #include "13_ring_attention/ring_kernels.cuh"
 #include "13_ring_attention/ring_layout.hpp"
 #include "13_ring_attention/ring_model.hpp"
@@ -361,7 +362,8 @@ void RingAttention::Impl::backward_step(Rank& rk, int step) {
     const AttentionGradients grads{TensorView(rk.dq_b.data(), p.dtype, q_shape),
                                    TensorView(rk.dk_b.data(), p.dtype, k_shape),
                                    TensorView(rk.dv_b.data(), p.dtype, k_shape)};
-    step08::attention_backward(pp, in, qc.o.view(), qc.lse.view(), qc.d_o.view(), grads, *rk.ctx);
+    // Stage 10's backward on compute capability 9.0 (D = 64, 128), stage 08's elsewhere.
+    step10::fastest_backward(pp, in, qc.o.view(), qc.lse.view(), qc.d_o.view(), grads, *rk.ctx);
     const std::int64_t q_elems = q_shape.numel(), k_elems = k_shape.numel();
     accumulate(p, qc.dq_acc.data(), rk.dq_b.data(), false, q_elems, rk.compute);
     accumulate(p, local + dkv.k_at[b] / sizeof(float), rk.dk_b.data(), false, k_elems, rk.compute);

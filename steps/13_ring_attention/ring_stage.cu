@@ -7,6 +7,7 @@
 
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "09_hopper/hopper.cuh"
+#include "10_hopper_backward/hopper_backward.cuh"
 #include "13_ring_attention/ring_model.hpp"
 #include "fa/cuda/stage_arch.cuh"
 #include "fa/cuda/stage_gpu.cuh"
@@ -56,15 +57,21 @@ StageDefinition ring_stage(const RingOptions& ring, Pass pass, bool with_one_gpu
   def.variants.push_back(ring_variant("ring", ring, pass));
   def.variants.push_back(ring_variant("ring_serial", serial, pass));
   if (ring.split != Split::contiguous) def.variants.push_back(ring_variant("ring_contiguous", contiguous, pass));
-  // The single-GPU kernel on the whole sequence, on GPU 0: stage 09's on compute capability 9.0,
-  // stage 07's elsewhere (stage 08's backward).
+  // The single-GPU kernels on the whole sequence, on GPU 0: stage 09's forward and stage 10's
+  // backward on compute capability 9.0 (stage 10 refuses D = 256 there: the row says skipped),
+  // stage 07's and stage 08's elsewhere.
   if (with_one_gpu && pass == Pass::backward) {
-    def.variants.push_back(gpu_backward_variant(
-        "08", "one_gpu", /*ours=*/false, step09::fastest_forward,
-        [](const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse, ConstTensorView d_o,
-           const AttentionGradients& g, DeviceContext& ctx) {
-          step08::attention_backward(p, in, o, lse, d_o, g, ctx);  // its default options
-        }));
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+    const bool hopper = devices > 0 && step09::runs_here();
+    const DeviceBackward stage08 = [](const Problem& p, const AttentionInputs& in, ConstTensorView o,
+                                      ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& g,
+                                      DeviceContext& ctx) {
+      step08::attention_backward(p, in, o, lse, d_o, g, ctx);  // its default options
+    };
+    def.variants.push_back(gpu_backward_variant(hopper ? "10" : "08", "one_gpu", /*ours=*/false,
+                                                step09::fastest_forward,
+                                                hopper ? DeviceBackward(step10::attention_backward) : stage08));
   } else if (with_one_gpu) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;

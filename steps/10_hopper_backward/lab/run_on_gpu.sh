@@ -55,7 +55,7 @@ if [ "$what" = profile ]; then
             --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats
             --section Occupancy --section LaunchStats --section SourceCounters"
   for d in 64 128; do
-    for kernel in backward_rows_kernel backward_tc_kernel; do
+    for kernel in backward_dq_tma_kernel backward_tc_kernel; do
       name=${kernel}_d$d
       # shellcheck disable=SC2086  # the sections are separate words
       run ncu_$name ncu --clock-control none -k "regex:$kernel" --launch-count 1 $sections --import-source no \

@@ -76,24 +76,80 @@ TEST_CASE("stage 10 against float64: N = 1, tails, Nq != Nk both ways, causal, D
   CHECK(cases == 2 * 2 * 2 * 10);
 }
 
-TEST_CASE("rung 1 (wgmma, LSE and D from global memory) against float64: tails, Nq != Nk, causal") {
+TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head dims") {
   fa::step09::exit_skipped_unless_hopper();
-  const fa::DeviceBackward rung1 = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
-                                      fa::ConstTensorView lse, fa::ConstTensorView d_o,
-                                      const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
-    fa::step10::attention_backward_rung(fa::step10::Rung::wgmma, pp, in, o, lse, d_o, g, ctx);
+  // Rung 1 (LSE and D from global memory) and rung 3 (dQ added by the TMA: tails of the last
+  // query tile clipped by the TMA, more than two query tiles per key tile so that dQ's two buffers
+  // are each reused, D = 64's two partial tiles).
+  int cases = 0;
+  for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma}) {
+    const fa::DeviceBackward backward = [rung](const fa::Problem& pp, const fa::AttentionInputs& in,
+                                               fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                               const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+      fa::step10::attention_backward_rung(rung, pp, in, o, lse, d_o, g, ctx);
+    };
+    for (const std::int64_t d : {64, 128})
+      for (const bool causal : {false, true})
+        for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 1}, {130, 130}, {200, 67}, {333, 129}}) {
+          const fa::Problem p = problem16(nq, nk, d, causal, 2, 2, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
+          const fa::AttentionData data = inputs(p, 700 + cases);
+          const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, backward);
+          check_verification(fa::verify_backward(p, data, r.out, true, 0, 1),
+                             std::string(rung == fa::step10::Rung::wgmma ? "rung 1 " : "rung 3 ") + p.describe());
+          ++cases;
+        }
+  }
+  CHECK(cases == 32);
+}
+
+TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 3 and Hkv = 1)") {
+  fa::step09::exit_skipped_unless_hopper();
+  struct Heads {
+    std::int64_t hq, hkv;
+  };
+  int cases = 0;
+  for (const Heads& h : {Heads{4, 2}, Heads{6, 2}, Heads{3, 1}})
+    for (const std::int64_t d : {64, 128})
+      for (const bool causal : {false, true})
+        for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 130}, {200, 67}}) {
+          fa::Problem p = problem16(nq, nk, d, causal, 2, h.hq, cases % 2 ? fa::DType::float16 : fa::DType::bfloat16);
+          p.heads_kv = h.hkv;
+          const fa::AttentionData data = inputs(p, 800 + cases);
+          check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
+          ++cases;
+        }
+  CHECK(cases == 3 * 2 * 2 * 2);
+}
+
+TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on every run") {
+  fa::step09::exit_skipped_unless_hopper();
+  const fa::DeviceBackward ordered = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                        fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                        const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step10::attention_backward_rung(fa::step10::Rung::dq_by_tma_ordered, pp, in, o, lse, d_o, g, ctx);
   };
   int cases = 0;
   for (const std::int64_t d : {64, 128})
-    for (const bool causal : {false, true})
-      for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 1}, {130, 130}, {200, 67}, {333, 129}}) {
-        const fa::Problem p = problem16(nq, nk, d, causal, 2, 2, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
-        const fa::AttentionData data = inputs(p, 700 + cases);
-        const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung1);
-        check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), "rung 1 " + p.describe());
-        ++cases;
+    for (const bool causal : {false, true}) {
+      // Several key tiles per query tile (Nk = 700: 6 key tiles), grouped heads, a query tail.
+      fa::Problem p = problem16(333, 700, d, causal, 2, 4);
+      p.heads_kv = 2;
+      const fa::AttentionData data = inputs(p, 900 + cases);
+      const fa::GpuRun first = fa::run_once(p, data, fa::step10::attention_forward, ordered);
+      check_verification(fa::verify_backward(p, data, first.out, true, 0, 1), "deterministic " + p.describe());
+      // Its extra memory: the accumulator, two floats per padded query row, one int per query tile.
+      const std::int64_t tiles = p.heads_total() * ((p.seq_q + 63) / 64);
+      CHECK(first.extra_bytes == p.q_elements() * 4 + 2 * tiles * 64 * 4 + tiles * 4);
+      for (int again = 0; again < 3; ++again) {
+        const fa::GpuRun next = fa::run_once(p, data, fa::step10::attention_forward, ordered);
+        std::int64_t differ = 0;
+        for (std::int64_t n = 0; n < first.out.dq.numel(); ++n)
+          differ += first.out.dq.get(n) != next.out.dq.get(n) ? 1 : 0;
+        CHECK_MESSAGE(differ == 0, p.describe() << ": " << differ << " dQ elements differ from the first run");
       }
-  CHECK(cases == 16);
+      ++cases;
+    }
+  CHECK(cases == 4);
 }
 
 TEST_CASE("stage 10 with large logits (scores 50..200) and ramp inputs") {
@@ -162,6 +218,19 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
     const fa::Problem p = problem16(8, 8, d, false, 1, 1);
     CHECK_THROWS_AS(fa::run_once(p, inputs(p, 1), none, fa::step10::attention_backward), fa::UsageError);
   }
+  fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);
+  grouped.heads_kv = 1;
+  for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::rows_in_shared}) {
+    const fa::DeviceBackward lower = [rung](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
+                                            fa::ConstTensorView lse, fa::ConstTensorView d_o,
+                                            const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+      fa::step10::attention_backward_rung(rung, pp, in, o, lse, d_o, g, ctx);
+    };
+    CHECK_THROWS_AS(fa::run_once(grouped, inputs(grouped, 1), none, lower), fa::UsageError);
+  }
+  fa::Problem uneven = problem16(8, 8, 64, false, 1, 3);
+  uneven.heads_kv = 2;
+  CHECK_THROWS_AS(fa::run_once(uneven, inputs(uneven, 1), none, fa::step10::attention_backward), fa::UsageError);
   const fa::Problem p32 = problem(8, 8, 64, false, 1, 1);
   CHECK_THROWS_AS(fa::run_once(p32, inputs(p32, 1), none, fa::step10::attention_backward), fa::UsageError);
 }

@@ -38,21 +38,26 @@ namespace fa::hopper {
 // The columns of one box: 64 16-bit elements, 128 bytes, the widest box the 128-byte swizzle takes.
 // A tile of D columns is D / 64 boxes, one per column block of the SwizzledTile.
 constexpr int kBoxColumns = 64;
+// The same 128 bytes of float32: 32 columns (make_float_tile_map).
+constexpr int kFloatBoxColumns = 32;
+
+// The driver's cuTensorMapEncodeTiled, looked up once per caller.
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || fn == nullptr)
+    throw std::runtime_error("TMA: the driver has no cuTensorMapEncodeTiled");
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+}
 
 // A map of a [heads][rows][cols] tensor of 16-bit T (contiguous, cols a multiple of 64), read in
 // boxes of box_rows × 64 in the 128-byte swizzle; rows past `rows` read as zeros.
 template <class T>
 CUtensorMap make_tile_map(const T* base, std::int64_t heads, std::int64_t rows, std::int64_t cols, int box_rows) {
   static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, "TMA tiles: __half or __nv_bfloat16");
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess || fn == nullptr)
-      throw std::runtime_error("TMA: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   CUtensorMap map{};
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows),
                               static_cast<cuuint64_t>(heads)};
@@ -69,6 +74,29 @@ CUtensorMap make_tile_map(const T* base, std::int64_t heads, std::int64_t rows, 
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("TMA: cuTensorMapEncodeTiled failed (" + std::to_string(static_cast<int>(r)) +
                              ") for a [" + std::to_string(heads) + "][" + std::to_string(rows) + "][" +
+                             std::to_string(cols) + "] tensor, boxes of " + std::to_string(box_rows) + " rows");
+  return map;
+}
+
+// A map of a [heads][rows][cols] float32 tensor (contiguous, cols a multiple of 32) in boxes of
+// box_rows × 32 floats (128 bytes) in the 128-byte swizzle: what the TMA adds into (a reduce-add
+// from shared memory; stage 10's dQ). Rows past `rows` are left alone.
+inline CUtensorMap make_float_tile_map(const float* base, std::int64_t heads, std::int64_t rows, std::int64_t cols,
+                                       int box_rows) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  CUtensorMap map{};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(heads)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols) * sizeof(float),
+                                 static_cast<cuuint64_t>(rows * cols) * sizeof(float)};
+  const cuuint32_t box[3] = {kFloatBoxColumns, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("TMA: cuTensorMapEncodeTiled failed (" + std::to_string(static_cast<int>(r)) +
+                             ") for a float32 [" + std::to_string(heads) + "][" + std::to_string(rows) + "][" +
                              std::to_string(cols) + "] tensor, boxes of " + std::to_string(box_rows) + " rows");
   return map;
 }

@@ -1,0 +1,324 @@
+// v3_dq_by_tma.cuh — rung 3 of stage 10's ladder: dQ leaves the block through shared memory and
+// the TMA's reduce-add instead of the warps' float atomics.
+//
+// What changed from rung 2 (ladder/v2_rows_in_shared.cuh), one idea: each warpgroup stores its
+// dQ = dS·K of the query tile (64 columns of D at a time, as before) into a float32 buffer in
+// shared memory laid out as the TMA's boxes (Br rows × 32 floats, the 128-byte swizzle); after the
+// block barrier that ends the tile, one thread asks the TMA to add the buffer into the float32 dQ
+// accumulator in global memory (cp.reduce.async.bulk.tensor ... .add, one per box), and does not
+// wait: two buffers, the one of tile n reused at tile n + 2, when the thread has waited for that
+// reduce-add to have read it (cp.async.bulk.wait_group.read 1). Where the two warpgroups split the
+// keys (D = 64) each has a buffer of its own and both are added. Rows past Nq are not written by
+// the TMA (the box is clipped), so the tail check goes too.
+//
+// Why: read with each line's scoreboard bits, a profile of rung 1 (docs/notes/10_hopper_backward.md)
+// put about 23 % (D = 128) and 20 % (D = 64) of the warps' stall samples on the dQ atomics: the
+// 16 REDG.E.ADD.F32x2 of a thread per column block wait for the queue to the memory system, and the
+// first instruction after the tile's barrier waits for their address registers. Rung 2 left them.
+// A store to shared memory takes the same registers and needs no queue to L2; the additions in L2
+// remain (the same bytes, as whole 128-byte lines), but no warp waits for them.
+//
+// Grouped-query heads (Hkv < Hq) arrive with this rung, the stage's first kernel to take them: a
+// block owns the keys of one K/V head and walks the query tiles of every query head that shares it,
+// one after the other through the same two buffers, so dK and dV are summed over the group in
+// registers, in float32, and written once (the rungs below refuse Hkv < Hq).
+//
+// Prediction, written before the first run (none has run yet): 1.10-1.20× rung 2 at both head
+// dims, more at D = 64 (two partial tiles and the atomics' larger share); causal like non-causal.
+// The cost: 64 KiB more shared memory (two buffers of 32 KiB; 210 KiB at D = 128, of the 227
+// the SM gives a block), 32 shared stores of 8 bytes a thread per tile, and one fence.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cuda/atomic>
+
+#include <cstdint>
+
+#include <ds_transpose.cuh>  // holes/: the hole of exercise ex10
+#include "10_hopper_backward/backward_maps.cuh"
+#include "fa/cuda/backward/key_tiles.cuh"
+#include "fa/cuda/hopper/tma.cuh"
+#include "fa/cuda/hopper/wgmma.cuh"
+#include "fa/cuda/ptx/mma.cuh"
+#include "fa/cuda/tc/tile_ops.cuh"
+
+namespace fa::step10 {
+using namespace hopper;  // TMA and wgmma wrappers (common/cuda/include/fa/cuda/hopper/)
+
+// The tile shape: head dim D (64 or 128), kGroups warpgroups of 64 keys (Bc = 64·kGroups), query
+// tiles of Br = 64 (the per-row arrays' padding, bwd::kRowPadding), two Q/dO buffers.
+template <int D_, int kGroups_>
+struct DqByTmaConfig {
+  static constexpr int D = D_, kGroups = kGroups_;
+  static constexpr int kBc = 64 * kGroups, kBr = 64, kThreads = 128 * kGroups, kStages = 2;
+  using KVTile = tc::SwizzledTile<kBc, D>;  // K, V: [keys][D]
+  using QTile = tc::SwizzledTile<kBr, D>;   // Q, dO: [queries][D]
+  using DsTile = tc::SwizzledTile<kBr, kBc>;  // dS: [queries][keys], K-major for dQ = dS·K
+  static constexpr int kKVBytes = KVTile::kElements * 2, kQBytes = QTile::kElements * 2,
+                       kDsBytes = DsTile::kElements * 2;
+  // dQ's 64-column blocks per warpgroup: each warpgroup takes whole column blocks over all Bc keys
+  // when there are enough of them, else every column block over its own 64 keys.
+  static constexpr bool kDqSplitsKeys = D / 64 < kGroups;
+  // Per stage, the query tile's LSE·log2e and D (Br floats each), brought with Q and dO.
+  static constexpr int kRowsBytes = 2 * kBr * 4;
+  // Per stage, dQ's buffer: kDqParts tiles of Br rows × D floats (one per warpgroup when they split
+  // the keys and both add to every element, else one that they divide by columns), each in boxes
+  // of Br rows × 32 floats in the 128-byte swizzle: the layout the TMA reads for its reduce-add.
+  static constexpr int kDqParts = kDqSplitsKeys ? kGroups : 1;
+  static constexpr int kDqBoxFloats = kBr * hopper::kFloatBoxColumns;
+  static constexpr int kDqBytes = kDqParts * (D / hopper::kFloatBoxColumns) * kDqBoxFloats * 4;
+  // K, V, then kStages × (Q, dO), dS, kStages × dQ, kStages × (LSE·log2e, D), then the mbarriers
+  // (K/V's and one per stage); +1024 to align.
+  static constexpr int kSmemBytes = 2 * kKVBytes + 2 * kStages * kQBytes + kDsBytes + kStages * kDqBytes +
+                                    kStages * kRowsBytes + 8 * (1 + kStages) + 1024;
+  // Every tile starts 1024-byte aligned (the swizzle's period) if each size is a multiple of it.
+  static_assert(bwd::kRowPadding % kBr == 0, "the per-row arrays are padded to whole query tiles");
+  static_assert(kKVBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0 && kDqBytes % 1024 == 0,
+                "tiles: 1024-byte multiples");
+};
+
+// The order of dQ's additions: kOrdered = false, as they come (the float32 sums' last bits change
+// from run to run); true, key tile by key tile (bitwise the same dQ on every run): the key tile
+// j of a head adds its share of query tile i once the tiles 0 .. j − 1 have added theirs, counted in
+// dq_turns[query head][i] (zeroed by the host; query_tiles per head). Causal, the key tiles that see
+// a query tile are always 0 .. some J, so the count reaches every one of them in turn; blocks start
+// in the order of their index, so the tile a block waits for has started before it.
+template <class T, class C, bool kOrdered = false>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
+                           const int heads_per_kv, int* dq_turns, const int query_tiles) {
+  constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, NQ = Br / 8, ND = D / 8;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
+  T* k_tile = reinterpret_cast<T*>(smem);
+  T* v_tile = reinterpret_cast<T*>(smem + C::kKVBytes);
+  T* qdo_tiles = reinterpret_cast<T*>(smem + 2 * C::kKVBytes);  // stage s: Q at 2s, dO at 2s + 1
+  auto q_tile = [&](int s) { return qdo_tiles + (2 * s) * C::QTile::kElements; };
+  auto do_tile = [&](int s) { return qdo_tiles + (2 * s + 1) * C::QTile::kElements; };
+  T* ds_tile = reinterpret_cast<T*>(smem + 2 * C::kKVBytes + 2 * C::kStages * C::kQBytes);
+  float* dq_tiles = reinterpret_cast<float*>(smem + 2 * C::kKVBytes + 2 * C::kStages * C::kQBytes + C::kDsBytes);
+  // Stage s's dQ part p: D / 32 boxes of Br × 32 floats.
+  auto dq_part = [&](int s, int p) { return dq_tiles + (s * C::kDqParts + p) * (D / kFloatBoxColumns) * C::kDqBoxFloats; };
+  float* rows = dq_tiles + C::kStages * C::kDqBytes / 4;
+  auto lse2_tile = [&](int s) { return rows + (2 * s) * Br; };  // stage s: LSE·log2e, then D
+  auto delta_tile = [&](int s) { return rows + (2 * s + 1) * Br; };
+  std::uint64_t* kv_full = reinterpret_cast<std::uint64_t*>(rows + 2 * C::kStages * Br);
+  std::uint64_t* qdo_full = kv_full + 1;  // [kStages]
+
+  const int warp = threadIdx.x / 32, group = warp / 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  // The block's keys belong to K/V head kv_head (of B·Hkv); the query heads that share it, G =
+  // heads_per_kv of them (1 without grouped heads), are kv_head·G .. kv_head·G + G − 1, and the
+  // block walks the query tiles of each in turn, so that dK and dV sum over the group in registers.
+  const int kv_head = static_cast<int>(blockIdx.y), j0 = static_cast<int>(blockIdx.x) * Bc;
+  const bwd::QueryTiles tiles = bwd::query_tiles(j0, Bc, Br, a.seq_q, a.seq_k, a.causal);
+  const int count = tiles.end - tiles.begin, steps = count * heads_per_kv;
+  auto q_head_of = [&](int m) { return kv_head * heads_per_kv + m / count; };  // step m's query head
+  auto tile_of = [&](int m) { return tiles.begin + m % count; };               // and its query tile
+
+  // One thread asks for step m's query tile (Q and dO by the TMA, its rows' LSE·log2e and D by two
+  // bulk copies of Br floats: the arrays are padded to whole tiles, 256-byte aligned) into stage
+  // m mod 2, all four completing on one mbarrier.
+  auto load_qdo = [&](int m) {
+    const int s = m % C::kStages, q0 = tile_of(m) * Br, q_head = q_head_of(m);
+    const std::int64_t rows0 = static_cast<std::int64_t>(q_head) * a.seq_q_padded;
+    barrier_expect_bytes(&qdo_full[s], 2 * tile_bytes<T, Br, D>() + C::kRowsBytes);
+    load_tile_tma<T, Br, D>(q_tile(s), &maps.q, q0, q_head, &qdo_full[s]);
+    load_tile_tma<T, Br, D>(do_tile(s), &maps.d_o, q0, q_head, &qdo_full[s]);
+    cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, lse2_tile(s), a.lse2 + rows0 + q0,
+                             C::kRowsBytes / 2, &qdo_full[s]);
+    cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, delta_tile(s), a.delta + rows0 + q0,
+                             C::kRowsBytes / 2, &qdo_full[s]);
+  };
+  if (threadIdx.x == 0) {
+    barrier_init(kv_full, 1);
+    for (int s = 0; s < C::kStages; ++s) barrier_init(&qdo_full[s], 1);
+  }
+  __syncthreads();  // the barriers initialized before anyone waits on them
+  if (threadIdx.x == 0 && steps > 0) {
+    barrier_expect_bytes(kv_full, 2 * tile_bytes<T, Bc, D>());
+    load_tile_tma<T, Bc, D>(k_tile, &maps.k, j0, kv_head, kv_full);
+    load_tile_tma<T, Bc, D>(v_tile, &maps.v, j0, kv_head, kv_full);
+    load_qdo(0);
+  }
+
+  // Shared addresses for the descriptors: this warpgroup's 64 keys of K and V (8 KiB into each
+  // column block: 64 rows of 128 bytes, a whole number of the swizzle's 8-row periods).
+  const auto k_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(k_tile));
+  const auto v_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(v_tile));
+  const std::uint32_t k_rows = k_addr + group * 64 * 64 * sizeof(T), v_rows = v_addr + group * 64 * 64 * sizeof(T);
+  const auto ds_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(ds_tile));
+  const int key_row0 = 64 * group + 16 * (warp % 4);  // the warp's first key of the block's Bc
+  const int offset = a.seq_k - a.seq_q;                // bottom-right causal mask: key ≤ query + offset
+
+  float dv[ND][4] = {}, dk[ND][4] = {};
+  if (steps > 0) barrier_wait(kv_full, 0);
+
+  for (int m = 0; m < steps; ++m) {
+    const int s = m % C::kStages, i = tile_of(m), q0 = i * Br, q_head = q_head_of(m);
+    // Stage s ^ 1 was freed by the block barrier that ended step m − 1. dQ's buffer s was last
+    // handed to the TMA at step m − 2: thread 0 waits until that reduce-add has read it (the one of
+    // step m − 1 may still run); the block barrier after dS's stores passes that on to everyone.
+    if (threadIdx.x == 0) {
+      if (m + 1 < steps) load_qdo(m + 1);
+      cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<1>{});
+    }
+    barrier_wait(&qdo_full[s], static_cast<std::uint32_t>((m / C::kStages) & 1));  // Q_i, dO_i landed
+    const auto q_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(q_tile(s)));
+    const auto do_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(do_tile(s)));
+
+    // Sᵀ = K·Q_iᵀ and dPᵀ = V·dO_iᵀ: two groups of D/16 wgmmas, issued back to back.
+    float st[NQ][4], dpt[NQ][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss<T, 0>(st, k_major_step<T>(k_rows, kk, Bc), k_major_step<T>(q_addr, kk, Br), kk > 0);
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss<T, 0>(dpt, k_major_step<T>(v_rows, kk, Bc), k_major_step<T>(do_addr, kk, Br), kk > 0);
+    wgmma_commit();
+
+    // Pᵀ from Sᵀ while dPᵀ is still running. Element (e) of 8-query block j: key key_row0 + g
+    // (+8 for e ≥ 2), query q0 + 8j + 2t (+1 for odd e). Padded and keyless rows have LSE·log2e =
+    // +inf, so P = 0 there; keys past Nk and above the causal diagonal are masked here.
+    wgmma_wait<1>();
+    fence_accumulators(st);
+    const bool masked = i < tiles.unmasked_from;
+#pragma unroll
+    for (int j = 0; j < NQ; ++j) {
+      const float2 l2 = *reinterpret_cast<const float2*>(lse2_tile(s) + 8 * j + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float p = exp2f(st[j][e] * a.scale_log2 - ((e & 1) ? l2.y : l2.x));
+        if (masked) {
+          const int key = j0 + key_row0 + g + (e >= 2 ? 8 : 0), query = q0 + 8 * j + 2 * t + (e & 1);
+          if (key >= a.seq_k || (a.causal && key > query + offset)) p = 0.0f;
+        }
+        st[j][e] = p;
+      }
+    }
+    wgmma_wait<0>();
+    fence_accumulators(dpt);
+#pragma unroll
+    for (int j = 0; j < NQ; ++j) {
+      const float2 d = *reinterpret_cast<const float2*>(delta_tile(s) + 8 * j + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dpt[j][e] = st[j][e] * (dpt[j][e] - ((e & 1) ? d.y : d.x));  // dSᵀ
+    }
+
+    // dV += Pᵀ·dO_i and dK += dSᵀ·Q_i, A from registers (the C→A identity: two 8-query blocks
+    // are one 16-wide k-step), B MN-major: one group.
+    std::uint32_t pa[Br / 16][4], dsa[Br / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < Br / 16; ++ks) {
+      pa[ks][0] = ptx::pack2<T>(st[2 * ks][0], st[2 * ks][1]);
+      pa[ks][1] = ptx::pack2<T>(st[2 * ks][2], st[2 * ks][3]);
+      pa[ks][2] = ptx::pack2<T>(st[2 * ks + 1][0], st[2 * ks + 1][1]);
+      pa[ks][3] = ptx::pack2<T>(st[2 * ks + 1][2], st[2 * ks + 1][3]);
+      dsa[ks][0] = ptx::pack2<T>(dpt[2 * ks][0], dpt[2 * ks][1]);
+      dsa[ks][1] = ptx::pack2<T>(dpt[2 * ks][2], dpt[2 * ks][3]);
+      dsa[ks][2] = ptx::pack2<T>(dpt[2 * ks + 1][0], dpt[2 * ks + 1][1]);
+      dsa[ks][3] = ptx::pack2<T>(dpt[2 * ks + 1][2], dpt[2 * ks + 1][3]);
+    }
+    // dS into shared memory, transposed (holes/ds_transpose.cuh): the thread's element (key, query)
+    // of dSᵀ goes to row `query`, column `key` of the [Br][Bc] tile, the 16-bit value that dK's A
+    // operand holds (the same rounding in dK and dQ). Stored before dV and dK are issued: a wgmma's
+    // A registers may not be read while it runs.
+    store_ds_transposed<typename C::DsTile>(dsa, ds_tile, key_row0, g, t);
+    wgmma_fence();  // pa, dsa written by ordinary instructions
+#pragma unroll
+    for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dv, pa[ks], mn_major_step<T>(do_addr, ks, Br), 1);
+#pragma unroll
+    for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dk, dsa[ks], mn_major_step<T>(q_addr, ks, Br), 1);
+    wgmma_commit();
+
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dS's stores, visible to the tensor cores
+    __syncthreads();  // every warpgroup's keys of dS stored (while dV and dK run)
+    // dV and dK done before dQ is issued: a warpgroup's wgmmas run in order anyway, and pa and dsa,
+    // kept live until here (the compiler must not give their registers to other values while the
+    // wgmmas may still read them), are free for dQ's accumulator.
+    wgmma_wait<0>();
+    fence_accumulators(dv);
+    fence_accumulators(dk);
+    fence_operands(pa);
+    fence_operands(dsa);
+
+    // dQ_i = dS·K, 64 columns of D at a time (N = 64), the accumulator reused per column block,
+    // stored into dQ's buffer s: warp w's rows are queries 16(w mod 4) .. + 15 of the tile; column
+    // c of the tile is column c mod 32 of box c / 32, whose 16-byte chunk k of row r sits at chunk
+    // k XOR (r mod 8). A store of a warp then writes 8 rows × 32 bytes in 8 different chunk
+    // positions: two wavefronts, no conflict.
+    constexpr int kBlocksD = D / 64, kSteps = C::kDqSplitsKeys ? 4 : Bc / 16;  // k-steps of 16 keys
+    const int step0 = C::kDqSplitsKeys ? 4 * group : 0;  // this warpgroup's keys, or all of them
+    const int block_first = C::kDqSplitsKeys ? 0 : group, block_stride = C::kDqSplitsKeys ? 1 : C::kGroups;
+    for (int cb = block_first; cb < kBlocksD; cb += block_stride) {
+      float dq[8][4];
+      const std::uint32_t k_block = k_addr + cb * Bc * 64 * sizeof(T);  // column block cb of K
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kSteps; ++ks)
+        wgmma_ss<T, 1>(dq, k_major_step<T>(ds_addr, step0 + ks, Br), mn_major_step<T>(k_block, step0 + ks, Bc),
+                       ks > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(dq);
+      float* part = dq_part(s, C::kDqSplitsKeys ? group : 0);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = 16 * (warp % 4) + g + 8 * h;  // rows past Nq hold zeros; the TMA skips them
+#pragma unroll
+        for (int jd = 0; jd < 8; ++jd) {
+          const int col = cb * 64 + 8 * jd + 2 * t, in_box = col % kFloatBoxColumns;
+          float* at = part + (col / kFloatBoxColumns) * C::kDqBoxFloats + row * kFloatBoxColumns +
+                      (((in_box / 4) ^ (row & 7)) * 4) + in_box % 4;
+          *reinterpret_cast<float2*>(at) = make_float2(dq[jd][2 * h], dq[jd][2 * h + 1]);
+        }
+      }
+    }
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dQ's stores, visible to the TMA
+    __syncthreads();  // every warpgroup done with stage s and with dS, dQ's buffer s written
+    // One thread hands the tile's dQ to the TMA: each box added into the float32 accumulator in L2,
+    // one bulk group per tile (waited for, for reading, two tiles on).
+    if (threadIdx.x == 0) {
+      using Turn = cuda::atomic_ref<int, cuda::thread_scope_device>;
+      int* const turn = kOrdered ? dq_turns + std::int64_t{q_head} * query_tiles + i : nullptr;
+      if constexpr (kOrdered) {
+        while (Turn(*turn).load(cuda::memory_order_acquire) != static_cast<int>(blockIdx.x)) {
+        }
+        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // the earlier tiles' sums, seen by the TMA
+      }
+      for (int p = 0; p < C::kDqParts; ++p)
+        for (int b = 0; b < D / kFloatBoxColumns; ++b) {
+          const std::int32_t coords[3] = {b * kFloatBoxColumns, q0, q_head};
+          cuda::ptx::cp_reduce_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
+                                                 &maps.dq, coords, dq_part(s, p) + b * C::kDqBoxFloats);
+        }
+      cuda::ptx::cp_async_bulk_commit_group();
+      if constexpr (kOrdered) {
+        cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // this tile's additions done
+        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
+        Turn(*turn).store(static_cast<int>(blockIdx.x) + 1, cuda::memory_order_release);
+      }
+    }
+  }
+  // The last reduce-adds complete before the block ends (the conversion kernel reads the sums).
+  if (threadIdx.x == 0) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+
+  // dK = τ·dSᵀQ, dV: this warp's 16 keys, two neighbouring columns per store.
+  const std::int64_t first = static_cast<std::int64_t>(kv_head) * a.seq_k;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = j0 + key_row0 + g + 8 * h;
+    if (key >= a.seq_k) continue;
+#pragma unroll
+    for (int jd = 0; jd < ND; ++jd) {
+      const std::int64_t at = (first + key) * D + 8 * jd + 2 * t;
+      *reinterpret_cast<std::uint32_t*>(a.dk + at) = ptx::pack2<T>(a.scale * dk[jd][2 * h], a.scale * dk[jd][2 * h + 1]);
+      *reinterpret_cast<std::uint32_t*>(a.dv + at) = ptx::pack2<T>(dv[jd][2 * h], dv[jd][2 * h + 1]);
+    }
+  }
+}
+
+}  // namespace fa::step10
