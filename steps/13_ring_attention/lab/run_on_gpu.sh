@@ -4,13 +4,16 @@
 # measurements chapter 13 quotes: NCCL against float64 and the copy transport, the forward's and the
 # backward's times on two GPUs against the ring on one (128k and 256k tokens, causal and not), and
 # the measured timelines of the chapter's figure. `long` instead runs a sequence too long for one
-# GPU on one GPU (out of memory) and on two. Each step's log and the results files go to OUT; one
-# line per step says how it ended; the exit status counts the failures.
-#   steps/13_ring_attention/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|long (default all)]
+# GPU on one GPU (out of memory) and on two. `four fwd` and `four bwd` (four GPUs or more) measure
+# the ring on 4 GPUs beside 2 and beside the single-GPU kernel at 256k, 512k and 1M tokens, causal
+# (zigzag and contiguous) and not, with the errors of each against float64 and one ring step's
+# timeline. Each step's log and the results files go to OUT; one line per step says how it ended;
+# the exit status counts the failures.
+#   steps/13_ring_attention/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|long|four (default all)] [fwd|bwd]
 # Build first: cmake --build BUILD_DIR --target step13_ring_attention test_step13 test_step13_two_gpus
 #              test_ring_exchange test_ring_exchange_nccl
 set -uo pipefail
-out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|long]} build=${2:-build} mode=${3:-all}
+out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|long|four] [fwd|bwd]} build=${2:-build} mode=${3:-all} pass=${4:-fwd}
 s=$build/steps/13_ring_attention
 exe=$s/step13_ring_attention
 mkdir -p "$out"
@@ -94,8 +97,37 @@ PY
       --json "$out/step13_long_g1.json"
   run long_g2 "$exe" --gpus 2 --variant ring --no-one-gpu --seq $long --causal --reps 1 --warmup 0 $verify \
       --json "$out/step13_long_g2.json"
+elif [ "$mode" = four ]; then
+  [ "$gpus" -ge 4 ] || { echo "four: needs four GPUs"; exit 1; }
+  # What the CPU model predicts for the balance of 4 and 8 ranks (the critical path's pairs against
+  # the ideal), to set beside the measured one.
+  for g in 4 8; do
+    for split in zigzag contiguous; do
+      run model_g${g}_$split "$s/step13_ring_schedule" --gpus $g --seq 1M --causal --split $split --model-seq 0
+    done
+  done
+  # The forward is verified on every case: float64 on sampled rows and the single-GPU kernel on
+  # every row, so its logs carry the error of 1, 2 and 4 GPUs against the same float64 rows. The
+  # backward's float64 check is run at 8k (hours at 256k on the CPU) and the long ones are timed.
+  # --gpus 4 runs every variant (zigzag, serial, contiguous, one GPU); --gpus 2 the zigzag ring.
+  # Estimated on H200s: fwd about 6 minutes, bwd about 9 (the single GPU's backward at 1M, non-causal,
+  # is about 50 s a run).
+  flag=$([ "$pass" = bwd ] && echo "--backward --no-verify")
+  for causal in "--causal" ""; do
+    c=${causal:+_causal}
+    [ "$pass" = bwd ] && run verify_bwd${c}_g4 "$exe" --backward --gpus 4 --variant ring --seq 8k $causal --reps 1 --warmup 0
+    # shellcheck disable=SC2086  # flag is zero or two words
+    run ${pass}${c}_g4 "$exe" $flag --gpus 4 --sweep 256k,512k,1M $causal --reps 3 --warmup 1 \
+        --json "$out/step13_${pass}${c}_g4.json"
+    # shellcheck disable=SC2086
+    run ${pass}${c}_g2 "$exe" $flag --gpus 2 --variant ring --no-one-gpu --sweep 256k,512k,1M $causal --reps 3 \
+        --warmup 1 --json "$out/step13_${pass}${c}_g2.json"
+  done
+  # One ring step on 4 GPUs, measured: the hops under the blocks' compute, or not.
+  run timeline_${pass}_g4 "$exe" --gpus 4 --seq 256k --causal $([ "$pass" = bwd ] && echo --backward) \
+      --timeline "$out/step13_timeline_${pass}_g4.json"
 else
-  echo "run_on_gpu.sh: the third argument is all or long, not '$mode'" >&2
+  echo "run_on_gpu.sh: the third argument is all, long or four, not '$mode'" >&2
   exit 2
 fi
 # One line per measured row of this run's results.
