@@ -1,8 +1,9 @@
 // step13_ring_attention — runs stage 13's ring across the visible GPUs (or --gpus N), forward or
 // --backward, beside the single-GPU kernel it runs on each block (stage 09 on an H100/H200, stage 07
-// elsewhere; stage 08 for the backward) on the whole sequence on GPU 0; verifies the ring against
-// float64 (all or sampled rows, the 16-bit rule of docs/tolerance.md) and, forward, against that
-// single-GPU kernel on every row where the sequence fits one GPU.
+// elsewhere; for the backward stage 10 on an H100/H200 at D = 64 and 128, stage 08 elsewhere) on the
+// whole sequence on GPU 0; verifies the ring against float64 (all or sampled rows, the 16-bit rule
+// of docs/tolerance.md) and, forward, against that single-GPU kernel on every row where the
+// sequence fits one GPU.
 //
 //   build/steps/13_ring_attention/step13_ring_attention                         every visible GPU, the default sweep
 //   build/steps/13_ring_attention/step13_ring_attention --gpus 2 --seq 128k --causal
@@ -27,8 +28,9 @@ int main(int argc, char** argv) {
   spec.variants = {"ring", "ring_serial", "ring_contiguous"};
   spec.notes =
       "ring: the --split (zigzag by default) across --gpus ranks; each block is the single-GPU kernel (stage 09's\n"
-      "overlap rung on compute capability 9.0, stage 07 elsewhere; stage 08 backward), merged in float32; the next\n"
-      "block's hop runs on a second stream under the current block.\n"
+      "overlap rung on compute capability 9.0, stage 07 elsewhere; backward: stage 10 there at D = 64/128,\n"
+      "stage 08 elsewhere), merged in float32; the next block's hop runs on a second stream under the current\n"
+      "block.\n"
       "ring_serial: the same with each hop after its step (what the overlap is worth, measured).\n"
       "ring_contiguous: the contiguous split (causal: the imbalance that zigzag removes, measured).\n"
       "compared with: the single-GPU kernel on the whole sequence on GPU 0.\n"

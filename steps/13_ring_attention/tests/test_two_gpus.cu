@@ -49,7 +49,7 @@ TEST_CASE("two GPUs, NCCL: forward and backward against float64, and equal to th
       fa::testing::check_verified(p, in, by_nccl, "ring over NCCL");
       const fa::Verification v = fa::verify_backward(p, in, by_nccl, /*full=*/true, 0, seed);
       for (const fa::CompareReport& r : v.reports) CHECK_MESSAGE(r.ok(), r.summary());
-      // The same bytes moved, so the same result: bitwise, but dQ (stage 08 sums it with atomics,
+      // The same bytes moved, so the same result: bitwise, but dQ (stages 08 and 10 sum it in float32
       // in an order that may change from run to run), which is checked against float64 above.
       for (auto [a, b] : {std::pair{&by_nccl.o, &by_copy.o}, std::pair{&by_nccl.lse, &by_copy.lse},
                           std::pair{&by_nccl.dk, &by_copy.dk}, std::pair{&by_nccl.dv, &by_copy.dv}})
