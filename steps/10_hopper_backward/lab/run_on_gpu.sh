@@ -9,7 +9,7 @@
 #   steps/10_hopper_backward/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|tests|sanitize|time|profile]
 # Build first: cmake --build BUILD_DIR --target step10_hopper_backward test_step10
 set -uo pipefail
-out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|tests|sanitize|time]} build=${2:-build} what=${3:-all}
+out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|tests|sanitize|time|profile]} build=${2:-build} what=${3:-all}
 exe=$build/steps/10_hopper_backward/step10_hopper_backward
 mkdir -p "$out/logs"
 failures=0

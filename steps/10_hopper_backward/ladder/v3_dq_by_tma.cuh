@@ -23,10 +23,14 @@
 // one after the other through the same two buffers, so dK and dV are summed over the group in
 // registers, in float32, and written once (the rungs below refuse Hkv < Hq).
 //
-// Prediction, written before the first run (none has run yet): 1.10-1.20× rung 2 at both head
-// dims, more at D = 64 (two partial tiles and the atomics' larger share); causal like non-causal.
-// The cost: 64 KiB more shared memory (two buffers of 32 KiB; 210 KiB at D = 128, of the 227
-// the SM gives a block), 32 shared stores of 8 bytes a thread per tile, and one fence.
+// Prediction, written before the first run: 1.10-1.20× rung 2 at both head dims, more at D = 64
+// (two partial tiles and the atomics' larger share); causal like non-causal. The cost: 64 KiB more
+// shared memory (two buffers of 32 KiB; 210 KiB at D = 128, of the 227 the SM gives a block), 16
+// shared stores of 8 bytes a thread per tile, and one fence.
+// Measured (one H200, the paper shapes, one run with rungs 1-2 and stage 08;
+// docs/results/step10_rung3_h200/): 1.11-1.14× rung 2, inside the prediction, but not more at
+// D = 64 (1.13-1.14) than at D = 128 (1.11-1.12); causal like non-causal. Its profile puts most of
+// the warps' waiting at the block barrier after dS's stores (docs/notes/10_hopper_backward.md).
 #pragma once
 
 #include <cuda_runtime.h>
