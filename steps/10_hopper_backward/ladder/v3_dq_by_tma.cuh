@@ -29,8 +29,9 @@
 // shared stores of 8 bytes a thread per tile, and one fence.
 // Measured (one H200, the paper shapes, one run with rungs 1-2 and stage 08;
 // docs/results/step10_rung3_h200/): 1.11-1.14× rung 2, inside the prediction, but not more at
-// D = 64 (1.13-1.14) than at D = 128 (1.11-1.12); causal like non-causal. Its profile puts most of
-// the warps' waiting at the block barrier after dS's stores (docs/notes/10_hopper_backward.md).
+// D = 64 (1.13-1.14) than at D = 128 (1.11-1.12); causal like non-causal. Its profile puts the
+// largest share of the warps' stall samples, 19 % (D = 128) and 16 % (D = 64), at the block
+// barrier after dS's stores (docs/notes/10_hopper_backward.md).
 #pragma once
 
 #include <cuda_runtime.h>
