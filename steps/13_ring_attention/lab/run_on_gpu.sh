@@ -10,10 +10,11 @@
 # timeline. Each step's log and the results files go to OUT; one line per step says how it ended;
 # the exit status counts the failures.
 #   steps/13_ring_attention/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|long|four (default all)] [fwd|bwd]
+#       [causal|full|both (four: which masks, default both)]
 # Build first: cmake --build BUILD_DIR --target step13_ring_attention test_step13 test_step13_two_gpus
 #              test_ring_exchange test_ring_exchange_nccl
 set -uo pipefail
-out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|long|four] [fwd|bwd]} build=${2:-build} mode=${3:-all} pass=${4:-fwd}
+out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|long|four] [fwd|bwd]} build=${2:-build} mode=${3:-all} pass=${4:-fwd} masks=${5:-both}
 s=$build/steps/13_ring_attention
 exe=$s/step13_ring_attention
 mkdir -p "$out"
@@ -110,10 +111,11 @@ elif [ "$mode" = four ]; then
   # every row, so its logs carry the error of 1, 2 and 4 GPUs against the same float64 rows. The
   # backward's float64 check is run at 8k (hours at 256k on the CPU) and the long ones are timed.
   # --gpus 4 runs every variant (zigzag, serial, contiguous, one GPU); --gpus 2 the zigzag ring.
-  # Estimated on H200s: fwd about 6 minutes, bwd about 9 (the single GPU's backward at 1M, non-causal,
-  # is about 50 s a run).
+  # The single GPU's backward at 1M tokens without the mask is about 50 s a run on an H200 (16 times
+  # its 3.3 s at 256k), so `four bwd full` alone takes about 8 minutes: run the masks one at a time.
   flag=$([ "$pass" = bwd ] && echo "--backward --no-verify")
-  for causal in "--causal" ""; do
+  case $masks in causal) cases=("--causal") ;; full) cases=("") ;; *) cases=("--causal" "") ;; esac
+  for causal in "${cases[@]}"; do
     c=${causal:+_causal}
     [ "$pass" = bwd ] && run verify_bwd${c}_g4 "$exe" --backward --gpus 4 --variant ring --seq 8k $causal --reps 1 --warmup 0
     # shellcheck disable=SC2086  # flag is zero or two words
@@ -124,7 +126,9 @@ elif [ "$mode" = four ]; then
         --warmup 1 --json "$out/step13_${pass}${c}_g2.json"
   done
   # One ring step on 4 GPUs, measured: the hops under the blocks' compute, or not.
-  run timeline_${pass}_g4 "$exe" --gpus 4 --seq 256k --causal $([ "$pass" = bwd ] && echo --backward) \
+  backward=$([ "$pass" = bwd ] && echo --backward)
+  # shellcheck disable=SC2086  # backward is zero or one word
+  [ "$masks" != full ] && run timeline_${pass}_g4 "$exe" --gpus 4 --seq 256k --causal $backward \
       --timeline "$out/step13_timeline_${pass}_g4.json"
 else
   echo "run_on_gpu.sh: the third argument is all, long or four, not '$mode'" >&2
