@@ -3,11 +3,13 @@
 // backward's frame.
 //
 // What changed from stage 08 (steps/08_tensor_core_backward/tensor_core_backward.cu): the key-tile
-// kernel is a wgmma kernel built for sm_90a, given four tensor maps (Q, dO, K, V) built on the host
-// at every launch; the frame around it is stage 08's, shared through common/
-// (fa/cuda/backward/frame.cuh): D = rowsum(dO∘O) and LSE·log2e before (padded to 64 rows, the query
-// tile here too), the float32 dQ accumulator zeroed before and converted to 16 bits after. The
-// forward is stage 09's. Limits: D = 64 and 128, B·Hq ≤ 65535; grouped heads (Hkv < Hq) from rung 3 on.
+// kernel is a wgmma kernel built for sm_90a, given tensor maps built on the host at every launch
+// (Q, dO, K, V, and from rung 3 on the float32 dQ accumulator, which the TMA adds into); the frame
+// around it is stage 08's, shared through common/ (fa/cuda/backward/frame.cuh): D = rowsum(dO∘O)
+// and LSE·log2e before (padded to 64 rows, the query tile here too), the float32 dQ accumulator
+// zeroed before and converted to 16 bits after. The forward is stage 09's. Limits: D = 64 and 128,
+// B·Hq ≤ 65535; grouped heads (Hkv < Hq) from rung 3 on. fastest_backward is what a later stage
+// calls: this stage on Hopper, stage 08 elsewhere.
 //
 // Build and run (verifies against float64 with the 16-bit rule, beside stage 08 on the same inputs):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step10_hopper_backward

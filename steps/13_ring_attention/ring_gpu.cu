@@ -98,7 +98,7 @@ struct QueryChunk {
 struct Rank {
   int index = 0, device = 0;
   MemoryMeter meter;
-  std::unique_ptr<DeviceContext> ctx;  // ctx->stream is the compute stream; stage 08's scratch lives here
+  std::unique_ptr<DeviceContext> ctx;  // ctx->stream is the compute stream; the backward's scratch lives here
   cudaStream_t compute = nullptr, comm = nullptr;
   cudaEvent_t begin = nullptr, computed[2] = {}, arrived[2] = {}, dkv_ready = nullptr, dkv_arrived[2] = {};
   std::vector<QueryChunk> chunks;
