@@ -28,6 +28,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -52,30 +53,39 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
 }
 
-// A map of a [heads][rows][cols] tensor of 16-bit T (contiguous, cols a multiple of 64), read in
-// boxes of box_rows × 64 in the 128-byte swizzle; rows past `rows` read as zeros.
-template <class T>
-CUtensorMap make_tile_map(const T* base, std::int64_t heads, std::int64_t rows, std::int64_t cols, int box_rows) {
-  static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, "TMA tiles: __half or __nv_bfloat16");
+// A map of a contiguous [heads][rows][cols] tensor of `type` (element_bytes each), read or written
+// in boxes of box_rows × box_cols in the 128-byte swizzle (box_cols × element_bytes = 128). `what`
+// names the element type in the error.
+inline CUtensorMap encode_tile_map(CUtensorMapDataType type, const void* base, std::size_t element_bytes,
+                                   std::int64_t heads, std::int64_t rows, std::int64_t cols, int box_cols,
+                                   int box_rows, const char* what) {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   CUtensorMap map{};
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows),
                               static_cast<cuuint64_t>(heads)};
   // Strides in bytes of dimensions 1 and 2 (dimension 0 is contiguous).
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols) * sizeof(T),
-                                 static_cast<cuuint64_t>(rows * cols) * sizeof(T)};
-  const cuuint32_t box[3] = {kBoxColumns, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols) * element_bytes,
+                                 static_cast<cuuint64_t>(rows * cols) * element_bytes};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUtensorMapDataType type =
-      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const CUresult r = encode(&map, type, 3, const_cast<T*>(base), dims, strides, box, element_strides,
+  const CUresult r = encode(&map, type, 3, const_cast<void*>(base), dims, strides, box, element_strides,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("TMA: cuTensorMapEncodeTiled failed (" + std::to_string(static_cast<int>(r)) +
-                             ") for a [" + std::to_string(heads) + "][" + std::to_string(rows) + "][" +
+                             ") for a " + what + " [" + std::to_string(heads) + "][" + std::to_string(rows) + "][" +
                              std::to_string(cols) + "] tensor, boxes of " + std::to_string(box_rows) + " rows");
   return map;
+}
+
+// A map of a [heads][rows][cols] tensor of 16-bit T (contiguous, cols a multiple of 64), read in
+// boxes of box_rows × 64 in the 128-byte swizzle; rows past `rows` read as zeros.
+template <class T>
+CUtensorMap make_tile_map(const T* base, std::int64_t heads, std::int64_t rows, std::int64_t cols, int box_rows) {
+  static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, "TMA tiles: __half or __nv_bfloat16");
+  constexpr bool kHalf = std::is_same_v<T, __half>;
+  return encode_tile_map(kHalf ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, sizeof(T),
+                         heads, rows, cols, kBoxColumns, box_rows, kHalf ? "float16" : "bfloat16");
 }
 
 // A map of a [heads][rows][cols] float32 tensor (contiguous, cols a multiple of 32) in boxes of
@@ -83,22 +93,8 @@ CUtensorMap make_tile_map(const T* base, std::int64_t heads, std::int64_t rows, 
 // from shared memory; stage 10's dQ). Rows past `rows` are left alone.
 inline CUtensorMap make_float_tile_map(const float* base, std::int64_t heads, std::int64_t rows, std::int64_t cols,
                                        int box_rows) {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  CUtensorMap map{};
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows),
-                              static_cast<cuuint64_t>(heads)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(cols) * sizeof(float),
-                                 static_cast<cuuint64_t>(rows * cols) * sizeof(float)};
-  const cuuint32_t box[3] = {kFloatBoxColumns, static_cast<cuuint32_t>(box_rows), 1};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dims, strides, box,
-                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw std::runtime_error("TMA: cuTensorMapEncodeTiled failed (" + std::to_string(static_cast<int>(r)) +
-                             ") for a float32 [" + std::to_string(heads) + "][" + std::to_string(rows) + "][" +
-                             std::to_string(cols) + "] tensor, boxes of " + std::to_string(box_rows) + " rows");
-  return map;
+  return encode_tile_map(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, base, sizeof(float), heads, rows, cols, kFloatBoxColumns,
+                         box_rows, "float32");
 }
 
 // mbarrier: init with `count` arrivals per phase, by one thread, then fenced and a block barrier
