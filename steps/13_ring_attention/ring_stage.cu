@@ -60,9 +60,9 @@ StageDefinition ring_stage(const RingOptions& ring, Pass pass, bool with_one_gpu
   // The single-GPU kernels on the whole sequence, on GPU 0: stage 09's forward and stage 10's
   // backward on compute capability 9.0 (stage 10 refuses D = 256 there: the row says skipped),
   // stage 07's and stage 08's elsewhere.
+  int devices = 0;
+  if (with_one_gpu && cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
   if (with_one_gpu && pass == Pass::backward) {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
     const bool hopper = devices > 0 && step09::runs_here();
     const DeviceBackward stage08 = [](const Problem& p, const AttentionInputs& in, ConstTensorView o,
                                       ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& g,
@@ -73,8 +73,6 @@ StageDefinition ring_stage(const RingOptions& ring, Pass pass, bool with_one_gpu
                                                 step09::fastest_forward,
                                                 hopper ? DeviceBackward(step10::attention_backward) : stage08));
   } else if (with_one_gpu) {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
     const std::string one_gpu_stage = devices > 0 ? step09::fastest_forward_stage() : "07";
     def.variants.push_back(gpu_variant(one_gpu_stage, "one_gpu", /*ours=*/false, step09::fastest_forward));
     def.verify.previous = PreviousStage{"one GPU", gpu_forward(step09::fastest_forward)};
