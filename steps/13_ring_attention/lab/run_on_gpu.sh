@@ -110,20 +110,34 @@ elif [ "$mode" = four ]; then
   # The forward is verified on every case: float64 on sampled rows and the single-GPU kernel on
   # every row, so its logs carry the error of 1, 2 and 4 GPUs against the same float64 rows. The
   # backward's float64 check is run at 8k (hours at 256k on the CPU) and the long ones are timed.
-  # --gpus 4 runs every variant (zigzag, serial, contiguous, one GPU); --gpus 2 the zigzag ring.
-  # The single GPU's backward at 1M tokens without the mask is about 50 s a run on an H200 (16 times
-  # its 3.3 s at 256k), so `four bwd full` alone takes about 8 minutes: run the masks one at a time.
-  flag=$([ "$pass" = bwd ] && echo "--backward --no-verify")
+  # Forward: --gpus 4 runs every variant (zigzag, serial, contiguous, one GPU); --gpus 2 the zigzag
+  # ring. Backward: the zigzag ring beside one GPU, and causal, the contiguous split; its serial rung
+  # is left to the two-GPU run (a run at 1M tokens is 13-50 s there). The single GPU's backward at
+  # 1M tokens without the mask is about 50 s a run on an H200 (16 times its 3.3 s at 256k): run the
+  # masks one at a time, and where one call has a time limit, the lengths too:
+  #   FOUR_SEQS (default 256k,512k,1M)   FOUR_RUNS (default "--reps 3 --warmup 1")
+  seqs=${FOUR_SEQS:-256k,512k,1M}
+  read -r -a runs <<<"${FOUR_RUNS:---reps 3 --warmup 1}"
   case $masks in causal) cases=("--causal") ;; full) cases=("") ;; *) cases=("--causal" "") ;; esac
   for causal in "${cases[@]}"; do
     c=${causal:+_causal}
-    [ "$pass" = bwd ] && run verify_bwd${c}_g4 "$exe" --backward --gpus 4 --variant ring --seq 8k $causal --reps 1 --warmup 0
+    tag=${pass}${c}_$(echo "$seqs" | tr , _)
+    if [ "$pass" = fwd ]; then
+      # shellcheck disable=SC2086  # causal is zero or one word
+      run ${tag}_g4 "$exe" --gpus 4 --sweep "$seqs" $causal "${runs[@]}" --json "$out/step13_${tag}_g4.json"
+    else
+      run verify_bwd${c}_g4 "$exe" --backward --gpus 4 --variant ring --seq 8k $causal --reps 1 --warmup 0
+      # shellcheck disable=SC2086
+      run ${tag}_g4 "$exe" --backward --no-verify --gpus 4 --variant ring --sweep "$seqs" $causal "${runs[@]}" \
+          --json "$out/step13_${tag}_g4.json"
+      # shellcheck disable=SC2086
+      [ -n "$causal" ] && run ${tag}_g4_contiguous "$exe" --backward --no-verify --gpus 4 --variant ring_contiguous \
+          --no-one-gpu --sweep "$seqs" $causal "${runs[@]}" --json "$out/step13_${tag}_g4_contiguous.json"
+    fi
+    flag=$([ "$pass" = bwd ] && echo "--backward --no-verify")
     # shellcheck disable=SC2086  # flag is zero or two words
-    run ${pass}${c}_g4 "$exe" $flag --gpus 4 --sweep 256k,512k,1M $causal --reps 3 --warmup 1 \
-        --json "$out/step13_${pass}${c}_g4.json"
-    # shellcheck disable=SC2086
-    run ${pass}${c}_g2 "$exe" $flag --gpus 2 --variant ring --no-one-gpu --sweep 256k,512k,1M $causal --reps 3 \
-        --warmup 1 --json "$out/step13_${pass}${c}_g2.json"
+    run ${tag}_g2 "$exe" $flag --gpus 2 --variant ring --no-one-gpu --sweep "$seqs" $causal "${runs[@]}" \
+        --json "$out/step13_${tag}_g2.json"
   done
   # One ring step on 4 GPUs, measured: the hops under the blocks' compute, or not.
   backward=$([ "$pass" = bwd ] && echo --backward)
