@@ -4,12 +4,13 @@
 # measurements chapter 13 quotes: NCCL against float64 and the copy transport, the forward's and the
 # backward's times on two GPUs against the ring on one (128k and 256k tokens, causal and not), and
 # the measured timelines of the chapter's figure. `long` instead runs a sequence too long for one
-# GPU on one GPU (out of memory) and on two. `four fwd` and `four bwd` (four GPUs or more) measure
+# GPU on one GPU (out of memory) and on two; `long4` one too long for two GPUs, on two and on four.
+# `four fwd` and `four bwd` (four GPUs or more) measure
 # the ring on 4 GPUs beside 2 and beside the single-GPU kernel at 256k, 512k and 1M tokens, causal
 # (zigzag and contiguous) and not, with the errors of each against float64 and one ring step's
 # timeline. Each step's log and the results files go to OUT; one line per step says how it ended;
 # the exit status counts the failures.
-#   steps/13_ring_attention/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|long|four (default all)] [fwd|bwd]
+#   steps/13_ring_attention/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|long|long4|four (default all)] [fwd|bwd]
 #       [causal|full|both (four: which masks, default both)]
 # Build first: cmake --build BUILD_DIR --target step13_ring_attention test_step13 test_step13_two_gpus
 #              test_ring_exchange test_ring_exchange_nccl
@@ -68,12 +69,21 @@ if [ "$mode" = all ]; then
   else
     echo "two-GPU steps: skipped (one GPU)"
   fi
-elif [ "$mode" = long ]; then
-  [ "$gpus" -ge 2 ] || { echo "long: needs two GPUs"; exit 1; }
-  # 10 % beyond what one GPU holds, in 64k steps, from the measured memory of the one-GPU ring at
-  # 256k (this run's results, or the committed ones: the bytes per token do not depend on the GPU).
-  src=$out/step13_fwd_causal_g1.json
-  [ -f "$src" ] || src=docs/results/step13_fwd_causal_g1_h200x2.json
+elif [ "$mode" = long ] || [ "$mode" = long4 ]; then
+  # long: a sequence one GPU cannot hold, on one GPU (out of memory) and on two; long4: one that two
+  # GPUs cannot hold, on two and on four.
+  few=1 many=2
+  [ "$mode" = long4 ] && few=2 many=4
+  [ "$gpus" -ge $many ] || { echo "$mode: needs $many GPUs"; exit 1; }
+  # 10 % beyond what `few` GPUs hold, in 64k steps, from the measured memory per GPU of the ring on
+  # `few` GPUs (this run's results, or the committed ones: the bytes per token do not depend on the GPU).
+  if [ $few = 1 ]; then
+    src=$out/step13_fwd_causal_g1.json
+    [ -f "$src" ] || src=docs/results/step13_fwd_causal_g1_h200x2.json
+  else
+    src=$(ls "$out"/step13_fwd_causal*_g2.json 2>/dev/null | head -1)
+    [ -n "$src" ] || src=docs/results/step13_four_h200x4/step13_fwd_causal_256k_512k_1M_g2.json
+  fi
   long=$(python3 - "$src" <<'PY'
 import json, subprocess, sys
 rows = [r for r in json.load(open(sys.argv[1]))["results"] if r["variant"] == "ring" and r["status"] == "ok"]
@@ -94,10 +104,10 @@ PY
   # About 3 minutes on one GPU (out of memory after drawing the inputs) and 7 on two (two H200s).
   # --no-one-gpu: the single-GPU kernel would fit where the ring does not (no K/V blocks in flight,
   # no float32 accumulator) and take as long as the ring on one GPU.
-  run long_g1 "$exe" --gpus 1 --variant ring --no-one-gpu --seq $long --causal --reps 1 --warmup 0 --no-verify \
-      --json "$out/step13_long_g1.json"
-  run long_g2 "$exe" --gpus 2 --variant ring --no-one-gpu --seq $long --causal --reps 1 --warmup 0 $verify \
-      --json "$out/step13_long_g2.json"
+  run long_g$few "$exe" --gpus $few --variant ring --no-one-gpu --seq $long --causal --reps 1 --warmup 0 --no-verify \
+      --json "$out/step13_long_g$few.json"
+  run long_g$many "$exe" --gpus $many --variant ring --no-one-gpu --seq $long --causal --reps 1 --warmup 0 $verify \
+      --json "$out/step13_long_g$many.json"
 elif [ "$mode" = four ]; then
   [ "$gpus" -ge 4 ] || { echo "four: needs four GPUs"; exit 1; }
   # What the CPU model predicts for the balance of 4 and 8 ranks (the critical path's pairs against
@@ -116,36 +126,40 @@ elif [ "$mode" = four ]; then
   # 1M tokens without the mask is about 50 s a run on an H200 (16 times its 3.3 s at 256k): run the
   # masks one at a time, and where one call has a time limit, the lengths too:
   #   FOUR_SEQS (default 256k,512k,1M)   FOUR_RUNS (default "--reps 3 --warmup 1")
+  #   FOUR_PARTS (default "g4 contiguous g2 timeline"): which of the runs below (to complete an earlier call)
   seqs=${FOUR_SEQS:-256k,512k,1M}
   read -r -a runs <<<"${FOUR_RUNS:---reps 3 --warmup 1}"
+  parts=" ${FOUR_PARTS:-g4 contiguous g2 timeline} "
+  part() { [[ "$parts" == *" $1 "* ]]; }
   case $masks in causal) cases=("--causal") ;; full) cases=("") ;; *) cases=("--causal" "") ;; esac
   for causal in "${cases[@]}"; do
     c=${causal:+_causal}
     tag=${pass}${c}_$(echo "$seqs" | tr , _)
     if [ "$pass" = fwd ]; then
       # shellcheck disable=SC2086  # causal is zero or one word
-      run ${tag}_g4 "$exe" --gpus 4 --sweep "$seqs" $causal "${runs[@]}" --json "$out/step13_${tag}_g4.json"
+      part g4 && run ${tag}_g4 "$exe" --gpus 4 --sweep "$seqs" $causal "${runs[@]}" --json "$out/step13_${tag}_g4.json"
     else
-      run verify_bwd${c}_g4 "$exe" --backward --gpus 4 --variant ring --seq 8k $causal --reps 1 --warmup 0
+      part g4 && run verify_bwd${c}_g4 "$exe" --backward --gpus 4 --variant ring --seq 8k $causal --reps 1 --warmup 0
       # shellcheck disable=SC2086
-      run ${tag}_g4 "$exe" --backward --no-verify --gpus 4 --variant ring --sweep "$seqs" $causal "${runs[@]}" \
-          --json "$out/step13_${tag}_g4.json"
+      part g4 && run ${tag}_g4 "$exe" --backward --no-verify --gpus 4 --variant ring --sweep "$seqs" $causal \
+          "${runs[@]}" --json "$out/step13_${tag}_g4.json"
       # shellcheck disable=SC2086
-      [ -n "$causal" ] && run ${tag}_g4_contiguous "$exe" --backward --no-verify --gpus 4 --variant ring_contiguous \
-          --no-one-gpu --sweep "$seqs" $causal "${runs[@]}" --json "$out/step13_${tag}_g4_contiguous.json"
+      [ -n "$causal" ] && part contiguous && run ${tag}_g4_contiguous "$exe" --backward --no-verify --gpus 4 \
+          --variant ring_contiguous --no-one-gpu --sweep "$seqs" $causal "${runs[@]}" \
+          --json "$out/step13_${tag}_g4_contiguous.json"
     fi
     flag=$([ "$pass" = bwd ] && echo "--backward --no-verify")
     # shellcheck disable=SC2086  # flag is zero or two words
-    run ${tag}_g2 "$exe" $flag --gpus 2 --variant ring --no-one-gpu --sweep "$seqs" $causal "${runs[@]}" \
+    part g2 && run ${tag}_g2 "$exe" $flag --gpus 2 --variant ring --no-one-gpu --sweep "$seqs" $causal "${runs[@]}" \
         --json "$out/step13_${tag}_g2.json"
   done
   # One ring step on 4 GPUs, measured: the hops under the blocks' compute, or not.
   backward=$([ "$pass" = bwd ] && echo --backward)
   # shellcheck disable=SC2086  # backward is zero or one word
-  [ "$masks" != full ] && run timeline_${pass}_g4 "$exe" --gpus 4 --seq 256k --causal $backward \
+  [ "$masks" != full ] && part timeline && run timeline_${pass}_g4 "$exe" --gpus 4 --seq 256k --causal $backward \
       --timeline "$out/step13_timeline_${pass}_g4.json"
 else
-  echo "run_on_gpu.sh: the third argument is all, long or four, not '$mode'" >&2
+  echo "run_on_gpu.sh: the third argument is all, long, long4 or four, not '$mode'" >&2
   exit 2
 fi
 # One line per measured row of this run's results.
