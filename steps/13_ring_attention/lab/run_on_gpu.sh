@@ -101,7 +101,9 @@ PY
   verify=""
   [ $((mem * 8 / 10)) -lt $((io * 5 / 2)) ] && verify="--no-verify"
   echo "verification: ${verify:-float64 on sampled rows}" | tee -a "$out/long_seq.txt"
-  # About 3 minutes on one GPU (out of memory after drawing the inputs) and 7 on two (two H200s).
+  # About 3 minutes on one GPU (out of memory after drawing the inputs) and 7 on two (two H200s);
+  # long4 on four H200s: 7 733 248 tokens, two runs of about 100 s each (the causal forward at 1M
+  # took 1.9 s there, and the time grows as N²) after the inputs are drawn.
   # --no-one-gpu: the single-GPU kernel would fit where the ring does not (no K/V blocks in flight,
   # no float32 accumulator) and take as long as the ring on one GPU.
   run long_g$few "$exe" --gpus $few --variant ring --no-one-gpu --seq $long --causal --reps 1 --warmup 0 --no-verify \
