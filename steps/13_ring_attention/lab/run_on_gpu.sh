@@ -126,7 +126,7 @@ elif [ "$mode" = four ]; then
   # ring. Backward: the zigzag ring beside one GPU, and causal, the contiguous split; its serial rung
   # is left to the two-GPU run (a run at 1M tokens is 13-50 s there). The single GPU's backward at
   # 1M tokens without the mask is about 50 s a run on an H200 (16 times its 3.3 s at 256k): run the
-  # masks one at a time, and where one call has a time limit, the lengths too:
+  # masks one at a time, and where a run must stay short, the lengths too:
   #   FOUR_SEQS (default 256k,512k,1M)   FOUR_RUNS (default "--reps 3 --warmup 1")
   #   FOUR_PARTS (default "g4 contiguous g2 timeline"): which of the runs below (to complete an earlier call)
   seqs=${FOUR_SEQS:-256k,512k,1M}
