@@ -1,25 +1,10 @@
 #include "fa/packed.hpp"
 
-#include <cstring>
 #include <stdexcept>
 
 namespace fa {
 
 namespace {
-
-// Rows [row0, row0 + rows) of every head of `from` ([1, H, n_from, D]) into rows [to_row0, ...) of
-// every head of `to` ([1, H, n_to, D]), byte for byte (any dtype; LSE has D = 1).
-void copy_rows(const HostTensor& from, std::int64_t row0, HostTensor& to, std::int64_t to_row0, std::int64_t rows) {
-  const Shape4 f = from.shape(), t = to.shape();
-  if (f.b != 1 || t.b != 1 || f.h != t.h || f.d != t.d || from.dtype() != to.dtype())
-    throw std::logic_error("copy_rows: tensors of different heads, widths or dtypes");
-  const std::size_t row_bytes = static_cast<std::size_t>(f.d) * size_of(from.dtype());
-  const auto* src = static_cast<const std::byte*>(from.raw());
-  auto* dst = static_cast<std::byte*>(to.raw());
-  for (std::int64_t h = 0; h < f.h; ++h)
-    std::memcpy(dst + static_cast<std::size_t>(h * t.n + to_row0) * row_bytes,
-                src + static_cast<std::size_t>(h * f.n + row0) * row_bytes, static_cast<std::size_t>(rows) * row_bytes);
-}
 
 void require_packed(const Problem& p, std::int64_t s) {
   if (!p.packed() || s < 0 || s >= static_cast<std::int64_t>(p.seq_lens.size()))

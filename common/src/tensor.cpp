@@ -1,5 +1,6 @@
 #include "fa/tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -107,6 +108,31 @@ AttentionResult::AttentionResult(const Problem& p, Pass pass)
     dv = HostTensor(kv_shape(p), p.dtype);
     for (HostTensor* t : {&dq, &dk, &dv}) t->poison();
   }
+}
+
+void copy_rows(const HostTensor& from, std::int64_t row0, HostTensor& to, std::int64_t to_row0, std::int64_t rows) {
+  const Shape4 f = from.shape(), t = to.shape();
+  if (f.b != t.b || f.h != t.h || f.d != t.d || from.dtype() != to.dtype())
+    throw std::logic_error("copy_rows: tensors of different batches, heads, widths or dtypes");
+  if (rows < 0 || row0 < 0 || to_row0 < 0 || row0 + rows > f.n || to_row0 + rows > t.n)
+    throw std::logic_error("copy_rows: the rows lie outside a tensor");
+  if (rows == 0) return;
+  const std::size_t row_bytes = static_cast<std::size_t>(f.d) * size_of(from.dtype());
+  const auto* src = static_cast<const std::byte*>(from.raw());
+  auto* dst = static_cast<std::byte*>(to.raw());
+  // Over the rows copied, (batch·head)·rows + i; a range may start and end inside a head.
+  parallel_ranges(
+      f.b * f.h * rows,
+      [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end;) {
+          const std::int64_t head = r / rows, i = r % rows, n = std::min(end - r, rows - i);
+          std::memcpy(dst + static_cast<std::size_t>(head * t.n + to_row0 + i) * row_bytes,
+                      src + static_cast<std::size_t>(head * f.n + row0 + i) * row_bytes,
+                      static_cast<std::size_t>(n) * row_bytes);
+          r += n;
+        }
+      },
+      1, /*serial_below=*/std::int64_t{1} << 14);
 }
 
 }  // namespace fa

@@ -104,6 +104,27 @@ TEST_CASE("sequences out and back: the rows of every head, in every dtype") {
   }
 }
 
+TEST_CASE("copy_rows: the same rows of every (batch, head), long runs split across threads, bad ranges refused") {
+  // B = 2, H = 3 and 40000 rows of width 2: 3·2·29999 rows copied, more than one thread's share, so
+  // ranges start and end inside heads.
+  fa::HostTensor from(fa::Shape4{2, 3, 40000, 2});
+  for (std::int64_t e = 0; e < from.numel(); ++e) from.set(e, static_cast<float>(e % 1000003));
+  fa::HostTensor to(fa::Shape4{2, 3, 30001, 2}, fa::DType::float32, -1.0f);
+  fa::copy_rows(from, 1001, to, 1, 29999);
+  bool same = true;
+  for (std::int64_t head = 0; head < 6; ++head)
+    for (std::int64_t i = 0; i < 29999; ++i)
+      for (std::int64_t j = 0; j < 2; ++j)
+        same = same && to.get((head * 30001 + 1 + i) * 2 + j) == from.get((head * 40000 + 1001 + i) * 2 + j);
+  CHECK(same);
+  CHECK(to.get(0) == -1.0f);                  // row 0 of the first head: untouched
+  CHECK(to.get((5 * 30001) * 2 + 1) == -1.0f);  // and of the last
+  CHECK_THROWS_AS(fa::copy_rows(from, 39000, to, 0, 2000), std::logic_error);   // past `from`
+  CHECK_THROWS_AS(fa::copy_rows(from, 0, to, 29000, 2000), std::logic_error);   // past `to`
+  const fa::HostTensor other_heads(fa::Shape4{2, 2, 40000, 2});
+  CHECK_THROWS_AS(fa::copy_rows(other_heads, 0, to, 0, 1), std::logic_error);
+}
+
 TEST_CASE("the packed reference is each sequence's attention alone: no key of another sequence") {
   for (const bool causal : {false, true}) {
     const fa::Problem p = packed({6, 1, 13, 4}, causal, 4, 2);

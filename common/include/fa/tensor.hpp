@@ -160,6 +160,12 @@ class HostTensor {
   std::vector<std::byte, detail::UninitializedAllocator<std::byte>> bytes_;
 };
 
+// Rows [row0, row0 + rows) of every (batch, head) of `from` into rows [to_row0, to_row0 + rows) of
+// every (batch, head) of `to`, byte for byte: the same B, H, width and dtype (LSE has width 1).
+// On every core: a long sequence's rows are gigabytes (stage 12 cuts sequences out of a packed
+// batch this way, stage 13 a rank's chunks out of the whole sequence).
+void copy_rows(const HostTensor& from, std::int64_t row0, HostTensor& to, std::int64_t to_row0, std::int64_t rows);
+
 // [B, H, N, D]; a packed batch's [1, H, total, D] (problem.hpp).
 inline Shape4 q_shape(const Problem& p) {
   return p.packed() ? Shape4{1, p.heads, p.total_tokens(), p.dim} : Shape4{p.batch, p.heads, p.seq_q, p.dim};
