@@ -5,17 +5,16 @@
 # backward's times on two GPUs against the ring on one (128k and 256k tokens, causal and not), and
 # the measured timelines of the chapter's figure. `long` instead runs a sequence too long for one
 # GPU on one GPU (out of memory) and on two; `long4` one too long for two GPUs, on two and on four.
-# `four fwd` and `four bwd` (four GPUs or more) measure
-# the ring on 4 GPUs beside 2 and beside the single-GPU kernel at 256k, 512k and 1M tokens, causal
-# (zigzag and contiguous) and not, with the errors of each against float64 and one ring step's
-# timeline. Each step's log and the results files go to OUT; one line per step says how it ended;
+# `four fwd` and `four bwd` (four GPUs or more) measure the ring on 4 GPUs beside 2 and beside the
+# single-GPU kernel at 256k, 512k and 1M tokens, causal (zigzag and contiguous) and not, the
+# forward's error against float64 and one ring step's timeline. Each step's log and the results files go to OUT; one line per step says how it ended;
 # the exit status counts the failures.
 #   steps/13_ring_attention/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|long|long4|four (default all)] [fwd|bwd]
 #       [causal|full|both (four: which masks, default both)]
 # Build first: cmake --build BUILD_DIR --target step13_ring_attention test_step13 test_step13_two_gpus
 #              test_ring_exchange test_ring_exchange_nccl
 set -uo pipefail
-out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|long|four] [fwd|bwd]} build=${2:-build} mode=${3:-all} pass=${4:-fwd} masks=${5:-both}
+out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|long|long4|four] [fwd|bwd] [causal|full|both]} build=${2:-build} mode=${3:-all} pass=${4:-fwd} masks=${5:-both}
 s=$build/steps/13_ring_attention
 exe=$s/step13_ring_attention
 mkdir -p "$out"
@@ -128,7 +127,7 @@ elif [ "$mode" = four ]; then
   # 1M tokens without the mask is about 50 s a run on an H200 (16 times its 3.3 s at 256k): run the
   # masks one at a time, and where a run must stay short, the lengths too:
   #   FOUR_SEQS (default 256k,512k,1M)   FOUR_RUNS (default "--reps 3 --warmup 1")
-  #   FOUR_PARTS (default "g4 contiguous g2 timeline"): which of the runs below (to complete an earlier call)
+  #   FOUR_PARTS (default "g4 contiguous g2 timeline"): which of the runs below (to complete an earlier run)
   seqs=${FOUR_SEQS:-256k,512k,1M}
   read -r -a runs <<<"${FOUR_RUNS:---reps 3 --warmup 1}"
   parts=" ${FOUR_PARTS:-g4 contiguous g2 timeline} "

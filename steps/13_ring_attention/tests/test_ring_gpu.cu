@@ -5,7 +5,8 @@
 // shorter than them (empty chunks), D = 64, 128 and 256, fp16 and bf16, large logits; the hops
 // overlapped or serialized, and a second run on the same ring (the own block kept at home), give
 // bitwise the same O, LSE, dK and dV (dQ to a few units in the last place: stage 08 sums it with
-// atomics, stage 10 with the TMA's reduce-add, both in no fixed order); each rank holds 1/P of the tokens (measured on its meter).
+// atomics, stage 10 with the TMA's reduce-add, both in no fixed order); each rank holds 1/P of the
+// tokens (measured on its meter).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -103,7 +104,8 @@ TEST_CASE("backward: rings of 1-3 ranks against float64, both splits, causal or 
 }
 
 // dQ sums its key tiles in float32 (stage 08's atomics, stage 10's TMA reduce-add), in an order
-// that may change from run to run: two correct runs agree to a few units in the last place of 16 bits, not bitwise.
+// that may change from run to run: two correct runs agree to a few units in the last place of 16
+// bits, not bitwise.
 void check_close_16bit(const fa::HostTensor& a, const fa::HostTensor& b, const char* what) {
   REQUIRE(a.numel() == b.numel());
   int bad = 0;
