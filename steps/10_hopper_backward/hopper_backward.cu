@@ -19,6 +19,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <climits>
 #include <string>
 #include <string_view>
@@ -29,6 +30,8 @@
 #include "10_hopper_backward/ladder/v1_wgmma.cuh"
 #include "10_hopper_backward/ladder/v2_rows_in_shared.cuh"
 #include "10_hopper_backward/ladder/v3_dq_by_tma.cuh"
+#include "10_hopper_backward/ladder/v4_own_dq.cuh"
+#include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/nvtx.cuh"
@@ -47,6 +50,8 @@ template <int D>
 using V2Config = RowsInSharedConfig<D, 2>;
 template <int D>
 using V3Config = DqByTmaConfig<D, 2>;
+template <int D>
+using V4Config = OwnDqConfig<D, 2>;
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
@@ -100,19 +105,25 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
       launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>, true>, BackwardMapsWithDq, true>(p, args,
                                                                                                       ctx);
       break;
+    case Rung::own_dq:
+      launch_config<T, V4Config<D>, backward_own_dq_kernel<T, V4Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
   }
 }
 
 template <class T>
 void launch_key_tiles(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
-  if (p.dim == 64)
+  if (p.dim == 256)  // one kernel there (check_problem refuses the rungs)
+    launch_config<T, SplitColumnsConfig, backward_split_columns_kernel<T, SplitColumnsConfig>, BackwardMapsWithDq>(
+        p, args, ctx);
+  else if (p.dim == 64)
     launch_rung<T, 64>(rung, p, args, ctx);
   else
     launch_rung<T, 128>(rung, p, args, ctx);
 }
 
 // The problem's checks, one line each (UsageError): what neither kernel nor launch can run.
-void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView d_o,
+void check_problem(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView d_o,
                    const AttentionGradients& grads) {
   p.require(kSupports);
   // runs_here() asks the device once: reading its properties on every call (skip_reason) took about
@@ -122,11 +133,18 @@ void check_problem(const Problem& p, const AttentionInputs& in, ConstTensorView 
   if (p.heads_total() > 65535 || p.seq_q > INT_MAX / 2 || p.seq_k > INT_MAX / 2)
     throw UsageError("stage 10: B·Hq is at most 65535 (the TMA's head coordinate, the grid) and Nq, Nk fit 32-bit "
                      "indices");
-  // Rung 3 needs the most (rung 2 plus dQ's buffers); every rung is refused together.
+  if (p.dim == 256 && rung != kStageRung)
+    throw UsageError("stage 10: at D = 256 only the stage's kernel runs (split_columns.cuh), not the ladder's rungs "
+                     "or the deterministic variant");
+  if (p.kv_heads() != p.heads && (rung == Rung::wgmma || rung == Rung::rows_in_shared))
+    throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3 on)");
+  // Rungs 3 and 4 need the most (rung 2 plus dQ's buffers); every rung is refused together.
   static_assert(V3Config<128>::kSmemBytes >= V2Config<128>::kSmemBytes &&
                     V2Config<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
-                "rung 3 needs the most shared memory");
-  const long long bytes = p.dim == 64 ? V3Config<64>::kSmemBytes : V3Config<128>::kSmemBytes;
+                "rung 3 needs more shared memory than rungs 1 and 2");
+  const long long bytes = p.dim == 256 ? SplitColumnsConfig::kSmemBytes
+                          : p.dim == 64 ? std::max(V3Config<64>::kSmemBytes, V4Config<64>::kSmemBytes)
+                                        : std::max(V3Config<128>::kSmemBytes, V4Config<128>::kSmemBytes);
   if (const std::string refusal =
           shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));
       !refusal.empty())
@@ -171,9 +189,7 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx) {
-  check_problem(p, in, o, d_o, grads);
-  if (p.kv_heads() != p.heads && rung != Rung::dq_by_tma && rung != Rung::dq_by_tma_ordered)
-    throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3, the stage's kernel)");
+  check_problem(rung, p, in, o, d_o, grads);
   if (p.dtype == DType::float16)
     backward<__half>(rung, p, in, o, lse, d_o, grads, ctx);
   else
@@ -182,7 +198,7 @@ void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs&
 
 void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                         ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx) {
-  attention_backward_rung(Rung::dq_by_tma, p, in, o, lse, d_o, grads, ctx);
+  attention_backward_rung(kStageRung, p, in, o, lse, d_o, grads, ctx);
 }
 
 }  // namespace fa::step10

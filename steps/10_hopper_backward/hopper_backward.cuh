@@ -12,9 +12,11 @@
 
 namespace fa::step10 {
 
-// fp16 or bf16 in and out, float32 accumulators; D = 64 and 128; grouped-query heads (Hq a
-// multiple of Hkv: dK and dV summed over each group).
-inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128}, .grouped_heads = true};
+// fp16 or bf16 in and out, float32 accumulators; D = 64 and 128 (the ladder), 256 (the stage's
+// kernel only: split_columns.cuh); grouped-query heads (Hq a multiple of Hkv: dK and dV summed over
+// each group).
+inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .dims = {64, 128, 256},
+                                .grouped_heads = true};
 
 // The stage's backward (a fa::DeviceBackward): device views of contiguous [B,H,N,D] tensors of
 // p.dtype (LSE float32), 16-byte aligned, K, V, dK, dV with Hkv heads; dQ, dK, dV written completely. Causal: the
@@ -27,18 +29,21 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 
 // The rungs of the ladder (ladder/), each launched the stage's way: rung 1, all five products on
 // wgmma with Q and dO by TMA; rung 2, with each query tile's LSE·log2e and D brought into shared
-// memory beside them; rung 3, the stage's kernel, dQ added into global memory by the TMA from
-// shared memory instead of by the warps' atomics, and grouped heads (rungs 1 and 2 refuse them).
-// dq_by_tma_ordered: the stage's kernel with dQ's additions in a fixed order (key tile by key tile
-// for each query tile): bitwise the same dQ on every run, for a wait per query tile. Extra device
-// memory: one int per query head and query tile.
-enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered };
+// memory beside them; rung 3, dQ added into global memory by the TMA from
+// shared memory instead of by the warps' atomics, and grouped heads (rungs 1 and 2 refuse them);
+// rung 4, each warpgroup through the query tiles on its own (its own dQ over its keys, no block
+// barrier in the loop). dq_by_tma_ordered: rung 3 with dQ's additions in a fixed order (key tile by
+// key tile for each query tile): bitwise the same dQ on every run, for a wait per query tile. Extra
+// device memory: one int per query head and query tile. At D = 256 only the stage's kernel runs.
+enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered, own_dq };
+// The rung attention_backward runs at D = 64 and 128.
+inline constexpr Rung kStageRung = Rung::dq_by_tma;
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx);
 
 // The course's fastest backward on the current device, as a later stage runs it (stage 13's ring):
-// this stage's where it runs (compute capability 9.0, D = 64 or 128), stage 08 elsewhere (with its
+// this stage's where it runs (compute capability 9.0, D = 64, 128 or 256), stage 08 elsewhere (with its
 // default options); and which one that is ("10" or "08").
 void fastest_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                       ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);

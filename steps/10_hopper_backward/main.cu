@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step10::kSupports;
-  spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "deterministic"};
+  spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "own_dq", "deterministic"};
   spec.notes =
       "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
       "streamed by TMA (Q and dO, two buffers); wgmma for S^T = K.Q^T and dP^T = V.dO^T (both from\n"
@@ -37,13 +37,16 @@ int main(int argc, char** argv) {
       "through shared memory, transposed); dQ by float atomics into a float32 buffer, then converted.\n"
       "rows_in_shared: wgmma's, with each query tile's LSE*log2e and D brought into\n"
       "shared memory by bulk copies beside Q and dO, instead of read from global memory by every thread.\n"
-      "dq_by_tma (the stage's kernel): rows_in_shared's, with dQ stored into shared memory and added\n"
+      "dq_by_tma: rows_in_shared's, with dQ stored into shared memory and added\n"
       "into the float32 buffer by the TMA (cp.reduce.async.bulk.tensor .add) instead of by the\n"
       "threads' atomics; grouped heads (--heads-kv): dK, dV summed over each group in registers.\n"
+      "own_dq: dq_by_tma's, with each warpgroup on its own: dQ over its own 64 keys into a buffer of\n"
+      "its own, Q/dO stages released warp by warp, no block barrier inside the loop.\n"
       "deterministic: dq_by_tma with dQ added key tile by key tile for each query tile (a counter per\n"
       "query tile): the same dQ bit for bit on every run.\n"
       "D = rowsum(dO*O), LSE*log2e and the dQ conversion: stage 08's kernels, shared in common/\n"
-      "(fa/cuda/backward). The forward is stage 09's. D = 64 and 128.\n"
+      "(fa/cuda/backward). The forward is stage 09's. D = 64 and 128; at D = 256 one kernel, the\n"
+      "stage's variant's (split_columns.cuh: both warpgroups on 64 keys, each half of D's columns).\n"
       "memory beyond Q, K, V, O, LSE, dO and the gradients: two floats per query row (D and\n"
       "LSE*log2e) and dQ's float32 accumulator.\n"
       "verification: float64 on all rows up to 4e9 FLOPs, sampled rows beyond, against the error of a\n"
@@ -72,7 +75,9 @@ int main(int argc, char** argv) {
   def.variants.push_back(fa::gpu_backward_variant("10", "rows_in_shared", /*ours=*/true,
                                                   fa::step10::attention_forward, rung(fa::step10::Rung::rows_in_shared)));
   def.variants.push_back(fa::gpu_backward_variant("10", "dq_by_tma", /*ours=*/true, fa::step10::attention_forward,
-                                                  fa::step10::attention_backward));
+                                                  rung(fa::step10::Rung::dq_by_tma)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "own_dq", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::own_dq)));
   def.variants.push_back(fa::gpu_backward_variant("10", "deterministic", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::dq_by_tma_ordered)));
   // The previous stage beside it, same dtype: the chart's comparison.

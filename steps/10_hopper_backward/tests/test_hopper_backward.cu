@@ -1,8 +1,8 @@
 // test_hopper_backward.cu — stage 10 on the GPU: dQ, dK, dV against the float64 backward with the
 // 16-bit rule (fa/backward.hpp) at awkward shapes (N = 1, tails of both tile sizes, Nq != Nk both
-// ways, causal rows that see no key), D = 64 and 128, fp16 and bf16; large logits; against stage
-// 08 on the same inputs; the extra memory, measured; refusals; and a check that can fail. Every run
-// writes into NaN-poisoned buffers. The forward is stage 09's (the real pair). Needs a GPU of
+// ways, causal rows that see no key), D = 64, 128 and 256, fp16 and bf16, every rung; large
+// logits; against stage 08 on the same inputs; the extra memory, measured; refusals; and a check
+// that can fail. Every run writes into NaN-poisoned buffers. The forward is stage 09's (the real pair). Needs a GPU of
 // compute capability 9.0 exactly (exit 77 elsewhere).
 #include <doctest/doctest.h>
 
@@ -50,6 +50,14 @@ fa::GpuRun run_stage08(const fa::Problem& p, const fa::AttentionData& data) {
   return fa::run_once(p, data, fa::step08::attention_forward, stage08);
 }
 
+// One rung of the ladder as a fa::DeviceBackward.
+fa::DeviceBackward rung_backward(fa::step10::Rung rung) {
+  return [rung](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o, fa::ConstTensorView lse,
+                fa::ConstTensorView d_o, const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
+    fa::step10::attention_backward_rung(rung, pp, in, o, lse, d_o, g, ctx);
+  };
+}
+
 
 }  // namespace
 
@@ -78,11 +86,13 @@ TEST_CASE("stage 10 against float64: N = 1, tails, Nq != Nk both ways, causal, D
 
 TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head dims") {
   fa::step09::exit_skipped_unless_hopper();
-  // Rung 1 (LSE and D from global memory) and rung 3 (dQ added by the TMA: tails of the last
-  // query tile clipped by the TMA, more than two query tiles per key tile so that dQ's two buffers
-  // are each reused, D = 64's two partial tiles).
+  // Rung 1 (LSE and D from global memory), rung 3 (dQ added by the TMA: tails of the last query
+  // tile clipped by the TMA, more than two query tiles per key tile so that dQ's two buffers are
+  // each reused, D = 64's two partial tiles) and rung 4 (each warpgroup's own dQ buffer reused at
+  // every tile, the Q/dO stages released warp by warp and loaded by the last).
   int cases = 0;
-  for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma}) {
+  for (const fa::step10::Rung rung :
+       {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma, fa::step10::Rung::own_dq}) {
     const fa::DeviceBackward backward = [rung](const fa::Problem& pp, const fa::AttentionInputs& in,
                                                fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
                                                const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
@@ -94,12 +104,12 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
           const fa::Problem p = problem16(nq, nk, d, causal, 2, 2, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
           const fa::AttentionData data = inputs(p, 700 + cases);
           const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, backward);
-          check_verification(fa::verify_backward(p, data, r.out, true, 0, 1),
-                             std::string(rung == fa::step10::Rung::wgmma ? "rung 1 " : "rung 3 ") + p.describe());
+          const char* name = rung == fa::step10::Rung::wgmma ? "rung 1 " : rung == fa::step10::Rung::dq_by_tma ? "rung 3 " : "rung 4 ";
+          check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           ++cases;
         }
   }
-  CHECK(cases == 32);
+  CHECK(cases == 48);
 }
 
 TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 3 and Hkv = 1)") {
@@ -116,9 +126,32 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
           p.heads_kv = h.hkv;
           const fa::AttentionData data = inputs(p, 800 + cases);
           check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
+          // Rung 4 too: a warpgroup walks the group's heads on its own.
+          const fa::GpuRun own = fa::run_once(p, data, fa::step10::attention_forward, rung_backward(fa::step10::Rung::own_dq));
+          check_verification(fa::verify_backward(p, data, own.out, true, 0, 1), "rung 4 " + p.describe());
           ++cases;
         }
   CHECK(cases == 3 * 2 * 2 * 2);
+}
+
+TEST_CASE("D = 256 (the stage's kernel there) against float64: tails, Nq != Nk, causal, grouped heads") {
+  fa::step09::exit_skipped_unless_hopper();
+  // Key tiles of 64 here: tails of 64, more than one query tile per key tile (the one Q/dO stage
+  // and dQ's one buffer reused), causal rows that see no key, and a group of two query heads.
+  int cases = 0;
+  for (const fa::DType type : {fa::DType::bfloat16, fa::DType::float16})
+    for (const bool causal : {false, true})
+      for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {77, 130}, {200, 67}, {129, 333}}) {
+        fa::Problem p = problem16(nq, nk, 256, causal, 2, 2, type);
+        if (cases % 3 == 2) {
+          p.heads = 4;
+          p.heads_kv = 2;
+        }
+        const fa::AttentionData data = inputs(p, 1000 + cases);
+        check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
+        ++cases;
+      }
+  CHECK(cases == 16);
 }
 
 TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on every run") {
@@ -214,10 +247,16 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
   fa::step09::exit_skipped_unless_hopper();
   const fa::DeviceForward none = [](const fa::Problem&, const fa::AttentionInputs&, const fa::AttentionOutputs&,
                                     fa::DeviceContext&) {};
-  for (const std::int64_t d : {32, 96, 256}) {
+  for (const std::int64_t d : {32, 96}) {
     const fa::Problem p = problem16(8, 8, d, false, 1, 1);
     CHECK_THROWS_AS(fa::run_once(p, inputs(p, 1), none, fa::step10::attention_backward), fa::UsageError);
   }
+  // At D = 256 only the stage's kernel: every other rung and the deterministic variant refuse.
+  const fa::Problem p256 = problem16(8, 8, 256, false, 1, 1);
+  for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::rows_in_shared, fa::step10::Rung::dq_by_tma,
+                                      fa::step10::Rung::own_dq, fa::step10::Rung::dq_by_tma_ordered})
+    if (rung != fa::step10::kStageRung)
+      CHECK_THROWS_AS(fa::run_once(p256, inputs(p256, 1), none, rung_backward(rung)), fa::UsageError);
   fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);
   grouped.heads_kv = 1;
   for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::rows_in_shared}) {
