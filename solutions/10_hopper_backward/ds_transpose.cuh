@@ -27,11 +27,17 @@
 //   DsTile::offset(query, key & ~7) + (key & 7)
 // one 16-bit store each (32 per thread per query tile at Br = 64).
 //
+// Rung 5 on (the stage's kernel) the same elements go by stmatrix, four 8 × 8 tiles of a warp per
+// instruction (store_ds_transposed_x4, below).
+//
 // The hole of exercise ex10 (exercises/10_hopper_backward/ds_transpose.cuh: this file with the two
-// regions of store_ds_transposed as TODOs); the stage includes it as <ds_transpose.cuh>, from holes/.
+// regions of store_ds_transposed and the one of store_ds_transposed_x4 as TODOs); the stage
+// includes it as <ds_transpose.cuh>, from holes/.
 #pragma once
 
 #include <cstdint>
+
+#include "fa/cuda/ptx/ldmatrix.cuh"
 
 namespace fa::step10 {
 
@@ -55,6 +61,26 @@ __device__ __forceinline__ void store_ds_transposed(const std::uint32_t (&dsa)[K
       reinterpret_cast<std::uint16_t*>(ds_tile)[DsTile::offset(query, key & ~7) + (key & 7)] = half;
       // <<< ex10:store
     }
+}
+
+// The same stores by stmatrix (rung 5 on, the stage's kernel): one instruction per k-step writes a
+// warp's 16 keys × 16 queries. dsa[ks][0..3] are the fragments of four 8 × 8 tiles of dSᵀ: keys key_row0 + 0..7 and
+// + 8..15 (registers 0 and 1, then 2 and 3) of queries 16ks + 0..7 (registers 0, 1) and
+// 16ks + 8..15 (2, 3). Written transposed (.trans), row c of each is the query's 8 keys: one
+// 16-byte chunk of the swizzled tile, whose address lane 8i + c gives for tile i. The 8 rows of a
+// tile are 8 queries in 8 different chunk positions: no bank conflict.
+template <class DsTile, class T, int KS>
+__device__ __forceinline__ void store_ds_transposed_x4(const std::uint32_t (&dsa)[KS][4], T* ds_tile, int key_row0,
+                                                       int lane) {
+  const int tile = lane / 8, row = lane % 8;  // this lane gives the address of row `row` of tile `tile`
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    // >>> ex10:stmatrix_row
+    const int query = 16 * ks + 8 * (tile / 2) + row, key = key_row0 + 8 * (tile % 2);
+    // <<< ex10:stmatrix_row
+    const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(ds_tile + DsTile::offset(query, key)));
+    ptx::stmatrix_x4_trans(dsa[ks], address);
+  }
 }
 
 }  // namespace fa::step10

@@ -7,9 +7,10 @@
 // (Q, dO, K, V, and from rung 3 on the float32 dQ accumulator, which the TMA adds into); the frame
 // around it is stage 08's, shared through common/ (fa/cuda/backward/frame.cuh): D = rowsum(dO∘O)
 // and LSE·log2e before (padded to 64 rows, the query tile here too), the float32 dQ accumulator
-// zeroed before and converted to 16 bits after. The forward is stage 09's. Limits: D = 64 and 128,
-// B·Hq ≤ 65535; grouped heads (Hkv < Hq) from rung 3 on. fastest_backward is what a later stage
-// calls: this stage on Hopper, stage 08 elsewhere.
+// zeroed before and converted to 16 bits after. The forward is stage 09's. Limits: D = 64 and 128
+// (D = 256: split_columns.cuh, the stage's kernel only), B·Hq ≤ 65535; grouped heads (Hkv < Hq)
+// from rung 3 on. fastest_backward is what a later stage calls: this stage on Hopper, stage 08
+// elsewhere.
 //
 // Build and run (verifies against float64 with the 16-bit rule, beside stage 08 on the same inputs):
 //   cmake -S . -B build -G Ninja && cmake --build build --target step10_hopper_backward
@@ -31,6 +32,7 @@
 #include "10_hopper_backward/ladder/v2_rows_in_shared.cuh"
 #include "10_hopper_backward/ladder/v3_dq_by_tma.cuh"
 #include "10_hopper_backward/ladder/v4_own_dq.cuh"
+#include "10_hopper_backward/ladder/v5_ds_by_stmatrix.cuh"
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
@@ -41,9 +43,9 @@ namespace fa::step10 {
 
 namespace {
 
-// Every rung: two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at D = 128
-// that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per SM (and
-// from rung 3 on 64 KiB of dQ's buffers). Not tuned. The stage's kernel is the top rung, rung 3.
+// Rungs 1 to 5: two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at
+// D = 128 that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per
+// SM (and from rung 3 on 64 KiB of dQ's buffers). The stage's kernel is the top rung, rung 6.
 template <int D>
 using V1Config = WgmmaBackwardConfig<D, 2>;
 template <int D>
@@ -52,6 +54,12 @@ template <int D>
 using V3Config = DqByTmaConfig<D, 2>;
 template <int D>
 using V4Config = OwnDqConfig<D, 2>;
+template <int D>
+using V5Config = DqByTmaConfig<D, 2>;
+// Rung 6: at D = 64 three warpgroups (Bc = 192, 384 threads: rung 5 there needs 159 registers a
+// thread of the 170 that 384 threads leave); at D = 128 rung 5's two (224 registers: no room).
+template <int D>
+using V6Config = DqByTmaConfig<D, D == 64 ? 3 : 2>;
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
@@ -102,11 +110,17 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
       launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
     case Rung::dq_by_tma_ordered:
-      launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>, true>, BackwardMapsWithDq, true>(p, args,
-                                                                                                      ctx);
+      launch_config<T, V5Config<D>, backward_dq_tma_kernel<T, V5Config<D>, /*kOrdered=*/true, /*kStmatrix=*/true>,
+                    BackwardMapsWithDq, true>(p, args, ctx);
       break;
     case Rung::own_dq:
       launch_config<T, V4Config<D>, backward_own_dq_kernel<T, V4Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
+    case Rung::ds_by_stmatrix:
+      launch_config<T, V5Config<D>, backward_ds_by_stmatrix_kernel<T, V5Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
+    case Rung::three_groups:
+      launch_config<T, V6Config<D>, backward_ds_by_stmatrix_kernel<T, V6Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
   }
 }
@@ -137,13 +151,13 @@ void check_problem(Rung rung, const Problem& p, const AttentionInputs& in, Const
     throw UsageError("stage 10: at D = 256 only the stage's kernel runs (split_columns.cuh), not the ladder's rungs "
                      "or the deterministic variant");
   if (p.kv_heads() != p.heads && (rung == Rung::wgmma || rung == Rung::rows_in_shared))
-    throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3 on)");
-  // Rungs 3 and 4 need the most (rung 2 plus dQ's buffers); every rung is refused together.
+    throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3 on, the stage's kernel)");
+  // Rungs 3 to 6 need the most (rung 2 plus dQ's buffers); every rung is refused together.
   static_assert(V3Config<128>::kSmemBytes >= V2Config<128>::kSmemBytes &&
                     V2Config<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
                 "rung 3 needs more shared memory than rungs 1 and 2");
   const long long bytes = p.dim == 256 ? SplitColumnsConfig::kSmemBytes
-                          : p.dim == 64 ? std::max(V3Config<64>::kSmemBytes, V4Config<64>::kSmemBytes)
+                          : p.dim == 64 ? std::max({V3Config<64>::kSmemBytes, V4Config<64>::kSmemBytes, V6Config<64>::kSmemBytes})
                                         : std::max(V3Config<128>::kSmemBytes, V4Config<128>::kSmemBytes);
   if (const std::string refusal =
           shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));

@@ -19,8 +19,8 @@ inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .di
                                 .grouped_heads = true};
 
 // The stage's backward (a fa::DeviceBackward): device views of contiguous [B,H,N,D] tensors of
-// p.dtype (LSE float32), 16-byte aligned, K, V, dK, dV with Hkv heads; dQ, dK, dV written completely. Causal: the
-// bottom-right mask, query tiles above the diagonal skipped. Needs compute capability 9.0 (the
+// p.dtype (LSE float32), 16-byte aligned, K, V, dK, dV with Hkv heads; dQ, dK, dV written
+// completely. Causal: the bottom-right mask, query tiles above the diagonal skipped. Needs compute capability 9.0 (the
 // build is sm_90a). Extra device memory, as stage 08's: two floats per query row (D and
 // LSE·log2e, padded to 64 rows) and the float32 dQ accumulator (B·H·Nq·D), from ctx's scratch.
 // Queued on ctx.stream.
@@ -28,23 +28,25 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
                         ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
 
 // The rungs of the ladder (ladder/), each launched the stage's way: rung 1, all five products on
-// wgmma with Q and dO by TMA; rung 2, with each query tile's LSE·log2e and D brought into shared
-// memory beside them; rung 3, dQ added into global memory by the TMA from
-// shared memory instead of by the warps' atomics, and grouped heads (rungs 1 and 2 refuse them);
-// rung 4, each warpgroup through the query tiles on its own (its own dQ over its keys, no block
-// barrier in the loop). dq_by_tma_ordered: rung 3 with dQ's additions in a fixed order (key tile by
-// key tile for each query tile): bitwise the same dQ on every run, for a wait per query tile. Extra
-// device memory: one int per query head and query tile. At D = 256 only the stage's kernel runs.
-enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered, own_dq };
+// wgmma with Q and dO by TMA; rung 2, each query tile's LSE·log2e and D brought into shared memory
+// beside them; rung 3, dQ added into global memory by the TMA from shared memory instead of by the
+// warps' atomics, and grouped heads (rungs 1 and 2 refuse them); rung 4, each warpgroup through the
+// query tiles on its own (its own dQ over its keys, no block barrier in the loop; slower at
+// D = 128, not built on); rung 5, rung 3 with dS stored by stmatrix; rung 6, the stage's kernel,
+// rung 5 with three warpgroups at D = 64 (at D = 128 it is rung 5). dq_by_tma_ordered: rung 5 with
+// dQ's additions in a fixed order (key tile by key tile for each query tile): bitwise the same dQ
+// on every run, for a wait per query tile; extra device memory, one int per query head and query
+// tile. At D = 256 only the stage's kernel runs (split_columns.cuh).
+enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered, own_dq, ds_by_stmatrix, three_groups };
 // The rung attention_backward runs at D = 64 and 128.
-inline constexpr Rung kStageRung = Rung::dq_by_tma;
+inline constexpr Rung kStageRung = Rung::three_groups;
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx);
 
 // The course's fastest backward on the current device, as a later stage runs it (stage 13's ring):
-// this stage's where it runs (compute capability 9.0, D = 64, 128 or 256), stage 08 elsewhere (with its
-// default options); and which one that is ("10" or "08").
+// this stage's where it runs (compute capability 9.0, D = 64, 128 or 256), stage 08 elsewhere
+// (with its default options); and which one that is ("10" or "08").
 void fastest_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                       ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
 const char* fastest_backward_stage(const Problem& p);

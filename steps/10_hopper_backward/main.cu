@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step10::kSupports;
-  spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "own_dq", "deterministic"};
+  spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "own_dq", "stmatrix", "three_groups", "deterministic"};
   spec.notes =
       "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
       "streamed by TMA (Q and dO, two buffers); wgmma for S^T = K.Q^T and dP^T = V.dO^T (both from\n"
@@ -42,7 +42,11 @@ int main(int argc, char** argv) {
       "threads' atomics; grouped heads (--heads-kv): dK, dV summed over each group in registers.\n"
       "own_dq: dq_by_tma's, with each warpgroup on its own: dQ over its own 64 keys into a buffer of\n"
       "its own, Q/dO stages released warp by warp, no block barrier inside the loop.\n"
-      "deterministic: dq_by_tma with dQ added key tile by key tile for each query tile (a counter per\n"
+      "stmatrix: dq_by_tma's, with dS stored by stmatrix (four 8x8 tiles, transposed, per\n"
+      "instruction) instead of one 16-bit store per element.\n"
+      "three_groups (the stage's kernel): stmatrix's with three warpgroups of 64 keys at D = 64\n"
+      "(Bc = 192); at D = 128 the same kernel as stmatrix.\n"
+      "deterministic: stmatrix's with dQ added key tile by key tile for each query tile (a counter per\n"
       "query tile): the same dQ bit for bit on every run.\n"
       "D = rowsum(dO*O), LSE*log2e and the dQ conversion: stage 08's kernels, shared in common/\n"
       "(fa/cuda/backward). The forward is stage 09's. D = 64 and 128; at D = 256 one kernel, the\n"
@@ -78,6 +82,10 @@ int main(int argc, char** argv) {
                                                   rung(fa::step10::Rung::dq_by_tma)));
   def.variants.push_back(fa::gpu_backward_variant("10", "own_dq", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::own_dq)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "stmatrix", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::ds_by_stmatrix)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "three_groups", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::three_groups)));
   def.variants.push_back(fa::gpu_backward_variant("10", "deterministic", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::dq_by_tma_ordered)));
   // The previous stage beside it, same dtype: the chart's comparison.

@@ -89,7 +89,9 @@ struct DqByTmaConfig {
 // dq_turns[query head][i] (zeroed by the host; query_tiles per head). Causal, the key tiles that see
 // a query tile are always 0 .. some J, so the count reaches every one of them in turn; blocks start
 // in the order of their index, so the tile a block waits for has started before it.
-template <class T, class C, bool kOrdered = false>
+// kStmatrix: dS stored by stmatrix, four 8 × 8 tiles per instruction (rung 5, ladder/v5_ds_by_stmatrix.cuh)
+// instead of one 16-bit store per element.
+template <class T, class C, bool kOrdered = false, bool kStmatrix = false>
 __global__ void __launch_bounds__(C::kThreads, 1)
     backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
                            const int heads_per_kv, int* dq_turns, const int query_tiles) {
@@ -231,7 +233,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // of dSᵀ goes to row `query`, column `key` of the [Br][Bc] tile, the 16-bit value that dK's A
     // operand holds (the same rounding in dK and dQ). Stored before dV and dK are issued: a wgmma's
     // A registers may not be read while it runs.
-    store_ds_transposed<typename C::DsTile>(dsa, ds_tile, key_row0, g, t);
+    if constexpr (kStmatrix)
+      store_ds_transposed_x4<typename C::DsTile>(dsa, ds_tile, key_row0, lane);
+    else
+      store_ds_transposed<typename C::DsTile>(dsa, ds_tile, key_row0, g, t);
     wgmma_fence();  // pa, dsa written by ordinary instructions
 #pragma unroll
     for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dv, pa[ks], mn_major_step<T>(do_addr, ks, Br), 1);

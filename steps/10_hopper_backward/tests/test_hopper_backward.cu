@@ -88,11 +88,13 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
   fa::step09::exit_skipped_unless_hopper();
   // Rung 1 (LSE and D from global memory), rung 3 (dQ added by the TMA: tails of the last query
   // tile clipped by the TMA, more than two query tiles per key tile so that dQ's two buffers are
-  // each reused, D = 64's two partial tiles) and rung 4 (each warpgroup's own dQ buffer reused at
-  // every tile, the Q/dO stages released warp by warp and loaded by the last).
+  // each reused, D = 64's two partial tiles), rung 4 (each warpgroup's own dQ buffer reused at
+  // every tile, the Q/dO stages released warp by warp and loaded by the last), rung 5 (dS by
+  // stmatrix: a misplaced tile shows in dQ alone) and rung 6 (at D = 64 key tiles of 192: Nk = 450
+  // is two whole tiles and a tail).
   int cases = 0;
-  for (const fa::step10::Rung rung :
-       {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma, fa::step10::Rung::own_dq}) {
+  for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma, fa::step10::Rung::own_dq,
+                                      fa::step10::Rung::ds_by_stmatrix, fa::step10::Rung::three_groups}) {
     const fa::DeviceBackward backward = [rung](const fa::Problem& pp, const fa::AttentionInputs& in,
                                                fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
                                                const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
@@ -100,16 +102,21 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
     };
     for (const std::int64_t d : {64, 128})
       for (const bool causal : {false, true})
-        for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{77, 1}, {130, 130}, {200, 67}, {333, 129}}) {
+        for (const auto& [nq, nk] :
+             {std::pair<std::int64_t, std::int64_t>{77, 1}, {130, 130}, {200, 67}, {333, 129}, {150, 450}}) {
           const fa::Problem p = problem16(nq, nk, d, causal, 2, 2, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
           const fa::AttentionData data = inputs(p, 700 + cases);
           const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, backward);
-          const char* name = rung == fa::step10::Rung::wgmma ? "rung 1 " : rung == fa::step10::Rung::dq_by_tma ? "rung 3 " : "rung 4 ";
+          const char* name = rung == fa::step10::Rung::wgmma       ? "rung 1 "
+                             : rung == fa::step10::Rung::dq_by_tma ? "rung 3 "
+                             : rung == fa::step10::Rung::own_dq    ? "rung 4 "
+                             : rung == fa::step10::Rung::ds_by_stmatrix ? "rung 5 "
+                                                                        : "rung 6 ";
           check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           ++cases;
         }
   }
-  CHECK(cases == 48);
+  CHECK(cases == 100);
 }
 
 TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 3 and Hkv = 1)") {
@@ -126,9 +133,13 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
           p.heads_kv = h.hkv;
           const fa::AttentionData data = inputs(p, 800 + cases);
           check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
-          // Rung 4 too: a warpgroup walks the group's heads on its own.
-          const fa::GpuRun own = fa::run_once(p, data, fa::step10::attention_forward, rung_backward(fa::step10::Rung::own_dq));
-          check_verification(fa::verify_backward(p, data, own.out, true, 0, 1), "rung 4 " + p.describe());
+          // Rungs 4 and 5 too (rung 4: a warpgroup walks the group's heads on its own).
+          for (const auto& [rung, name] : {std::pair{fa::step10::Rung::own_dq, "rung 4 "},
+                                           std::pair{fa::step10::Rung::ds_by_stmatrix, "rung 5 "},
+                                           std::pair{fa::step10::Rung::three_groups, "rung 6 "}}) {
+            const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung_backward(rung));
+            check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
+          }
           ++cases;
         }
   CHECK(cases == 3 * 2 * 2 * 2);
@@ -254,7 +265,8 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
   // At D = 256 only the stage's kernel: every other rung and the deterministic variant refuse.
   const fa::Problem p256 = problem16(8, 8, 256, false, 1, 1);
   for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::rows_in_shared, fa::step10::Rung::dq_by_tma,
-                                      fa::step10::Rung::own_dq, fa::step10::Rung::dq_by_tma_ordered})
+                                      fa::step10::Rung::own_dq, fa::step10::Rung::ds_by_stmatrix,
+                                      fa::step10::Rung::three_groups, fa::step10::Rung::dq_by_tma_ordered})
     if (rung != fa::step10::kStageRung)
       CHECK_THROWS_AS(fa::run_once(p256, inputs(p256, 1), none, rung_backward(rung)), fa::UsageError);
   fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);

@@ -12,7 +12,12 @@
 // from two rows. That is the B fragment of a matrix stored with k along the rows (V in O += P·V),
 // which 32-bit loads could only assemble from two 16-bit loads.
 //
-// Inline PTX: CCCL's cuda::ptx does not wrap ldmatrix (CUDA 13.0).
+// stmatrix (sm_90) is the same in the other direction: each thread gives r[i], its fragment of
+// tile i, and the address of one 16-byte row; the warp writes four 8 × 8 tiles. With .trans each
+// tile is written transposed: row c of tile i in memory holds column c of the fragments. Stage 10
+// stores dS with it (a thread holds dSᵀ; the shared tile wants dS).
+//
+// Inline PTX: CCCL's cuda::ptx does not wrap ldmatrix or stmatrix (CUDA 13.0).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,6 +38,19 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::ui
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(row_address));
+}
+
+// Compute capability 9.0 on (an older target traps: no kernel built for one calls it).
+__device__ __forceinline__ void stmatrix_x4_trans(const std::uint32_t (&r)[4], std::uint32_t row_address) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(row_address), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+  (void)r;
+  (void)row_address;
+  __trap();
+#endif
 }
 
 // The same from a generic pointer into shared memory.
