@@ -33,6 +33,7 @@
 #include "10_hopper_backward/ladder/v3_dq_by_tma.cuh"
 #include "10_hopper_backward/ladder/v4_own_dq.cuh"
 #include "10_hopper_backward/ladder/v5_ds_by_stmatrix.cuh"
+#include "10_hopper_backward/ladder/v6_three_groups.cuh"
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
@@ -56,10 +57,8 @@ template <int D>
 using V4Config = OwnDqConfig<D, 2>;
 template <int D>
 using V5Config = DqByTmaConfig<D, 2>;
-// Rung 6: at D = 64 three warpgroups (Bc = 192, 384 threads: rung 5 there needs 159 registers a
-// thread of the 170 that 384 threads leave); at D = 128 rung 5's two (224 registers: no room).
 template <int D>
-using V6Config = DqByTmaConfig<D, D == 64 ? 3 : 2>;
+using V6Config = ThreeGroupsConfig<D>;  // three warpgroups at D = 64
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the

@@ -18,6 +18,9 @@
 //
 // Prediction, written before the first run: 1.04-1.10× rung 3 at D = 128, 1.06-1.15× at D = 64
 // (where the stores weigh more against the products), causal like non-causal.
+// Measured (one H200, the paper shapes, one run; docs/results/step10_rungs4-6_h200/): 1.08-1.09× rung
+// 3 at D = 128, 1.09-1.11× at D = 64: inside, causal like non-causal. Registers a thread: 224 at
+// D = 128 (rung 3: 254), 159 at D = 64 (193), which rung 6 spends.
 #pragma once
 
 #include "10_hopper_backward/ladder/v3_dq_by_tma.cuh"
