@@ -11,7 +11,8 @@
 // the GPU after stage 10's forward twice, with its kernel (stmatrix stores) and with rung 3 (16-bit
 // stores), and each run's dQ, dK and dV are checked against the float64 backward with the 16-bit
 // rule (fa/backward.hpp), on fresh seeded inputs: D = 64 and 128, bf16 and fp16, tails of both
-// tile sizes, causal with Nq ≠ Nk both ways. Your functions feed dQ only: dK and dV read dSᵀ from registers, so they are right from the start.
+// tile sizes, causal with Nq ≠ Nk both ways. Your functions feed dQ only: dK and dV read dSᵀ from
+// registers, so they are right from the start.
 // Needs a GPU of compute capability 9.0 exactly (the stage is built for sm_90a, which runs there
 // only): elsewhere the checks report "skipped" (exit 77). The same file builds against the solution
 // (check_ex10_solution).

@@ -155,9 +155,9 @@ void check_problem(Rung rung, const Problem& p, const AttentionInputs& in, Const
   static_assert(V3Config<128>::kSmemBytes >= V2Config<128>::kSmemBytes &&
                     V2Config<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
                 "rung 3 needs more shared memory than rungs 1 and 2");
-  const long long bytes = p.dim == 256 ? SplitColumnsConfig::kSmemBytes
-                          : p.dim == 64 ? std::max({V3Config<64>::kSmemBytes, V4Config<64>::kSmemBytes, V6Config<64>::kSmemBytes})
-                                        : std::max(V3Config<128>::kSmemBytes, V4Config<128>::kSmemBytes);
+  constexpr long long kD64 = std::max({V3Config<64>::kSmemBytes, V4Config<64>::kSmemBytes, V6Config<64>::kSmemBytes});
+  constexpr long long kD128 = std::max(V3Config<128>::kSmemBytes, V4Config<128>::kSmemBytes);
+  const long long bytes = p.dim == 256 ? SplitColumnsConfig::kSmemBytes : p.dim == 64 ? kD64 : kD128;
   if (const std::string refusal =
           shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));
       !refusal.empty())

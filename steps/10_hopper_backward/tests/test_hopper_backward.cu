@@ -194,6 +194,16 @@ TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on ev
       ++cases;
     }
   CHECK(cases == 4);
+  // Causal, many key tiles (12) and query tiles (24): the turns run from each query tile's last key
+  // tile down, the blocks from the last key tile; twice the same dQ, bit for bit, and correct.
+  const fa::Problem p = problem16(1500, 1500, 128, true, 1, 2);
+  const fa::AttentionData data = inputs(p, 950);
+  const fa::GpuRun first = fa::run_once(p, data, fa::step10::attention_forward, ordered);
+  check_verification(fa::verify_backward(p, data, first.out, false, 24, 3), "deterministic " + p.describe());
+  const fa::GpuRun next = fa::run_once(p, data, fa::step10::attention_forward, ordered);
+  std::int64_t differ = 0;
+  for (std::int64_t n = 0; n < first.out.dq.numel(); ++n) differ += first.out.dq.get(n) != next.out.dq.get(n) ? 1 : 0;
+  CHECK_MESSAGE(differ == 0, p.describe() << ": " << differ << " dQ elements differ between two runs");
 }
 
 TEST_CASE("stage 10 with large logits (scores 50..200) and ramp inputs") {
@@ -264,9 +274,9 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
   }
   // At D = 256 only the stage's kernel: every other rung and the deterministic variant refuse.
   const fa::Problem p256 = problem16(8, 8, 256, false, 1, 1);
-  for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::rows_in_shared, fa::step10::Rung::dq_by_tma,
-                                      fa::step10::Rung::own_dq, fa::step10::Rung::ds_by_stmatrix,
-                                      fa::step10::Rung::three_groups, fa::step10::Rung::dq_by_tma_ordered})
+  using fa::step10::Rung;
+  for (const Rung rung : {Rung::wgmma, Rung::rows_in_shared, Rung::dq_by_tma, Rung::own_dq, Rung::ds_by_stmatrix,
+                          Rung::three_groups, Rung::dq_by_tma_ordered})
     if (rung != fa::step10::kStageRung)
       CHECK_THROWS_AS(fa::run_once(p256, inputs(p256, 1), none, rung_backward(rung)), fa::UsageError);
   fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);
