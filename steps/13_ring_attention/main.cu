@@ -1,6 +1,6 @@
 // step13_ring_attention — runs stage 13's ring across the visible GPUs (or --gpus N), forward or
 // --backward, beside the single-GPU kernel it runs on each block (stage 09 on an H100/H200, stage 07
-// elsewhere; for the backward stage 10 on an H100/H200 at D = 64 and 128, stage 08 elsewhere) on the
+// elsewhere; for the backward stage 10 on an H100/H200 at D = 64, 128, 256, stage 08 elsewhere) on the
 // whole sequence on GPU 0; verifies the ring against float64 (all or sampled rows, the 16-bit rule
 // of docs/tolerance.md) and, forward, against that single-GPU kernel on every row where the
 // sequence fits one GPU.

@@ -2,7 +2,7 @@
 // backward, fp16/bf16. The schedule is ring_schedule.hpp's and the bookkeeping the CPU model's
 // (ring_model.cpp), now with real devices: each rank keeps its query chunks; the K/V blocks travel
 // the ring; each block is the single-GPU kernel of the course (stage 09 on compute capability 9.0,
-// stage 07 elsewhere; for the backward stage 10 on compute capability 9.0 at D = 64 and 128, stage 08
+// stage 07 elsewhere; for the backward stage 10 on compute capability 9.0 at D = 64, 128, 256, stage 08
 // elsewhere: step10::fastest_backward) on the rank's device; the partial results are
 // merged in float32 (ring_kernels.cuh). The next block's transfer runs on a second stream under the
 // current block's attention.
