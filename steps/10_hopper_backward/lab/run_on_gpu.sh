@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run_on_gpu.sh — stage 10 on a GPU machine (compute capability 9.0: an H100 or H200): its tests,
-# compute-sanitizer (memcheck, racecheck, synccheck) at awkward shapes, and the first timing of the
-# ladder's rungs beside stage 08 at the FlashAttention-paper shapes (B·N = 16384 tokens, H·D = 2048),
-# N = 4k and 16k, D = 64 and 128, causal and not, one results file each; and (profile, not in all)
-# Nsight Compute on the stage's key-tile kernel and stage 08's at N = 4k: the sections and the
-# SASS lines where the warps' stall samples fall. Logs and results go to OUT; one line per step says
+# compute-sanitizer (memcheck, racecheck, synccheck) at awkward shapes with grouped heads, and the
+# timing of the ladder's rungs beside stage 08 at the FlashAttention-paper shapes (B·N = 16384
+# tokens, H·D = 2048), N = 4k and 16k, D = 64, 128 and 256 (the stage's kernel alone there), causal
+# and not, one results file each; and (profile, not in all) Nsight Compute on the stage's key-tile
+# kernel and stage 08's at N = 4k: the sections and the SASS lines where the warps' stall samples
+# fall. Logs and results go to OUT; one line per step says
 # how it ended; the exit status counts the failures.
 #   steps/10_hopper_backward/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|tests|sanitize|time|profile]
 # Build first: cmake --build BUILD_DIR --target step10_hopper_backward test_step10
@@ -27,21 +28,22 @@ want() { [ "$what" = all ] || [ "$what" = "$1" ]; }
 if want tests; then
   run ctest ctest --test-dir "$build" -R "step10|test_step10|ex10" --output-on-failure
 fi
-# The rung under the three sanitizers: tails of both tile sizes, Nq ≠ Nk both ways, causal, two
-# heads, more than two query tiles per key tile (the buffers' phases wrap).
+# Every rung (and at D = 256 the stage's kernel) under the three sanitizers: tails of both tile
+# sizes, Nq ≠ Nk both ways, causal, grouped heads (Hq = 4, Hkv = 2: rungs 1 and 2 skip them), more
+# than two query tiles per key tile (the buffers' phases wrap), several key tiles of 192 (rung 6).
 if want sanitize; then
   for tool in memcheck racecheck synccheck; do
-    for d in 64 128; do
-      for shape in "--seq-q 200 --seq-k 333" "--seq-q 333 --seq-k 130"; do
+    for d in 64 128 256; do
+      for shape in "--seq-q 200 --seq-k 450" "--seq-q 333 --seq-k 130"; do
         run ${tool}_d${d}_${shape//[^0-9]/_} compute-sanitizer --tool $tool --error-exitcode 99 "$exe" --dim $d \
-            $shape --heads 2 --causal --reps 1 --warmup 0 --no-verify
+            $shape --heads 4 --heads-kv 2 --causal --reps 1 --warmup 0 --no-verify
       done
     done
   done
 fi
 # The rung and stage 08 at the paper shapes, verified (sampled rows) and timed.
 if want time; then
-  for d in 64 128; do
+  for d in 64 128 256; do
     for causal in "" "--causal"; do
       run time_d$d${causal:+_causal} "$exe" --paper-shapes --dim $d --sweep 4k,16k $causal --reps 20 \
           --json "$out/step10_d$d${causal:+_causal}.json"
@@ -58,8 +60,10 @@ if [ "$what" = profile ]; then
     for kernel in backward_dq_tma_kernel backward_tc_kernel; do
       name=${kernel}_d$d
       # shellcheck disable=SC2086  # the sections are separate words
+      # --variant three_groups: the stage's kernel is the first launch of backward_dq_tma_kernel.
       run ncu_$name ncu --clock-control none -k "regex:$kernel" --launch-count 1 $sections --import-source no \
-          -o "$out/$name" -f "$exe" --paper-shapes --dim $d --sweep 4k --reps 1 --warmup 0 --no-verify
+          -o "$out/$name" -f "$exe" --paper-shapes --dim $d --sweep 4k --reps 1 --warmup 0 --no-verify \
+          --variant three_groups
       ncu -i "$out/$name.ncu-rep" --print-details all >"$out/$name.txt" 2>&1
       ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass >"$out/$name.sass.csv" 2>/dev/null
       python3 "$(dirname "$0")/top_stalls.py" "$out/$name.sass.csv" >"$out/$name.top_stalls.txt"
