@@ -42,6 +42,7 @@
 
 #include <ds_transpose.cuh>  // holes/: the hole of exercise ex10
 #include "10_hopper_backward/backward_maps.cuh"
+#include "10_hopper_backward/dq_turns.hpp"
 #include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
@@ -84,16 +85,11 @@ struct DqByTmaConfig {
 };
 
 // The order of dQ's additions: kOrdered = false, as they come (the float32 sums' last bits change
-// from run to run); true, key tile by key tile (bitwise the same dQ on every run), counted in
+// from run to run); true, in a fixed order (bitwise the same dQ on every run), counted in
 // dq_turns[query head][i] (zeroed by the host; query_tiles per head): a key tile adds its share of
-// query tile i when the count equals its turn, then counts one more. Without the mask every key
-// tile sees every query tile and the turns go 0, 1, 2, ...: key tile j's turn is j. With it, the
-// key tiles that see query tile i are 0 .. J(i), and they reach it in the other order: key tile
-// j + 1 meets tile i Bc / Br of its steps before key tile j does (its walk starts that many query
-// tiles further on). So the turns go J(i), J(i) − 1, ..., 0, following the arrivals: key tile j's turn is
-// J(i) − j. A block must never wait for one that has not started: blocks start in the order of
-// their index, so without the mask block x is key tile x (it waits for lower ones), with it key
-// tile gridDim.x − 1 − x (the last key tiles, which go first, start first; the heaviest start last).
+// query tile i when the count equals its turn, then counts one more. The turns and which key tile
+// a block owns: dq_turns.hpp (without the mask by key tile; with it from each query tile's last
+// key tile down, the order of arrival, the last key tile's block started first).
 // kStmatrix: dS stored by stmatrix, four 8 × 8 tiles per instruction (rung 5, ladder/v5_ds_by_stmatrix.cuh)
 // instead of one 16-bit store per element.
 template <class T, class C, bool kOrdered = false, bool kStmatrix = false>
@@ -124,8 +120,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // heads_per_kv of them (1 without grouped heads), are kv_head·G .. kv_head·G + G − 1, and the
   // block walks the query tiles of each in turn, so that dK and dV sum over the group in registers.
   const int kv_head = static_cast<int>(blockIdx.y);
-  const int key_tile =
-      kOrdered && a.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+  const int key_tile = kOrdered ? ordered_key_tile(a.causal, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x))
+                                : static_cast<int>(blockIdx.x);
   const int j0 = key_tile * Bc;
   const bwd::QueryTiles tiles = bwd::query_tiles(j0, Bc, Br, a.seq_q, a.seq_k, a.causal);
   const int count = tiles.end - tiles.begin, steps = count * heads_per_kv;
@@ -302,11 +298,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (threadIdx.x == 0) {
       using Turn = cuda::atomic_ref<int, cuda::thread_scope_device>;
       int* const turn = kOrdered ? dq_turns + std::int64_t{q_head} * query_tiles + i : nullptr;
-      int my_turn = key_tile;  // the count of tiles before this one in the order (above)
-      if (kOrdered && a.causal) {
-        const int last_key_tile = min(static_cast<int>(gridDim.x) - 1, (min(q0 + Br, a.seq_q) - 1 + offset) / Bc);
-        my_turn = last_key_tile - key_tile;
-      }
+      const int my_turn = dq_turn(a.causal, key_tile, static_cast<int>(gridDim.x), q0, Br, Bc, a.seq_q, a.seq_k);
       if constexpr (kOrdered) {
         while (Turn(*turn).load(cuda::memory_order_acquire) != my_turn) {
         }
