@@ -20,8 +20,8 @@ inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .di
 
 // The stage's backward (a fa::DeviceBackward): device views of contiguous [B,H,N,D] tensors of
 // p.dtype (LSE float32), 16-byte aligned, K, V, dK, dV with Hkv heads; dQ, dK, dV written
-// completely. Causal: the bottom-right mask, query tiles above the diagonal skipped. Needs compute capability 9.0 (the
-// build is sm_90a). Extra device memory, as stage 08's: two floats per query row (D and
+// completely. Causal: the bottom-right mask, query tiles above the diagonal skipped. Needs compute
+// capability 9.0 (the build is sm_90a). Extra device memory, as stage 08's: two floats per query row (D and
 // LSE·log2e, padded to 64 rows) and the float32 dQ accumulator (B·H·Nq·D), from ctx's scratch.
 // Queued on ctx.stream.
 void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
@@ -34,9 +34,9 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // query tiles on its own (its own dQ over its keys, no block barrier in the loop; slower at
 // D = 128, not built on); rung 5, rung 3 with dS stored by stmatrix; rung 6, the stage's kernel,
 // rung 5 with three warpgroups at D = 64 (at D = 128 it is rung 5). dq_by_tma_ordered: rung 5 with
-// dQ's additions in a fixed order (key tile by key tile for each query tile): bitwise the same dQ
-// on every run, for a wait per query tile; extra device memory, one int per query head and query
-// tile. At D = 256 only the stage's kernel runs (split_columns.cuh).
+// dQ's additions in a fixed order (dq_turns.hpp): bitwise the same dQ on every run, for a wait per
+// query tile; extra device memory, one int per query head and query tile. At D = 256 only the
+// stage's kernel runs (split_columns.cuh).
 enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered, own_dq, ds_by_stmatrix, three_groups };
 // The rung attention_backward runs at D = 64 and 128.
 inline constexpr Rung kStageRung = Rung::three_groups;
