@@ -150,7 +150,7 @@ void check_problem(Rung rung, const Problem& p, const AttentionInputs& in, Const
     throw UsageError("stage 10: at D = 256 only the stage's kernel runs (split_columns.cuh), not the ladder's rungs "
                      "or the deterministic variant");
   if (p.kv_heads() != p.heads && (rung == Rung::wgmma || rung == Rung::rows_in_shared))
-    throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3 on, the stage's kernel)");
+    throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3 on)");
   // Rungs 3 to 6 need the most (rung 2 plus dQ's buffers); every rung is refused together.
   static_assert(V3Config<128>::kSmemBytes >= V2Config<128>::kSmemBytes &&
                     V2Config<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
