@@ -557,6 +557,8 @@ int run_stage_cases(const StageCli& cli, const StageDefinition& def) {
             << cfg.reps << "+ runs\n";
 
   bool any_failed = false, any_ran = false, saved = false;
+  std::string first_refusal;  // a case our variant refused as bad usage (measure: UsageError -> skipped)
+  bool any_oom = false;
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t c = 0; c < sizes.size(); ++c) {
     const Problem p = problem_of(c);
@@ -595,6 +597,8 @@ int run_stage_cases(const StageCli& cli, const StageDefinition& def) {
       print_measurement(std::cout, v, r, pass);
       if (m.status == Status::failed && v.ours) any_failed = true;
       if (m.status == Status::ok && v.ours) any_ran = true;
+      if (m.status == Status::oom && v.ours) any_oom = true;
+      if (m.status == Status::skipped && v.ours && first_refusal.empty()) first_refusal = m.note;
 
       if (m.status == Status::ok && v.ours && opt.verify) {
         r.verified = true;
@@ -643,6 +647,9 @@ int run_stage_cases(const StageCli& cli, const StageDefinition& def) {
     }
     std::cout << "\nresults written to " << opt.json_path << "\n";
   }
+  // Nothing ran because the stage refused what was asked (a variant that cannot run this D, say): the
+  // request was bad usage, said in one line with exit 2, not a failed run.
+  if (!any_ran && !any_oom && !first_refusal.empty()) return usage_error(first_refusal);
   if (!any_ran) {
     std::cout << "\nFAIL: " << program << ": nothing ran (every case was out of memory or skipped)\n";
     return kExitVerifyFailed;

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   spec.variants = {"ring", "ring_serial", "ring_contiguous"};
   spec.notes =
       "ring: the --split (zigzag by default) across --gpus ranks; each block is the single-GPU kernel (stage 09's\n"
-      "overlap rung on compute capability 9.0, stage 07 elsewhere; backward: stage 10 there at D = 64/128,\n"
+      "overlap rung on compute capability 9.0, stage 07 elsewhere; backward: stage 10 there at D = 64/128/256,\n"
       "stage 08 elsewhere), merged in float32; the next block's hop runs on a second stream under the current\n"
       "block.\n"
       "ring_serial: the same with each hop after its step (what the overlap is worth, measured).\n"
