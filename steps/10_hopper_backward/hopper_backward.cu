@@ -34,6 +34,7 @@
 #include "10_hopper_backward/ladder/v4_own_dq.cuh"
 #include "10_hopper_backward/ladder/v5_ds_by_stmatrix.cuh"
 #include "10_hopper_backward/ladder/v6_three_groups.cuh"
+#include "10_hopper_backward/ladder/v7_group_barrier.cuh"
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
@@ -59,6 +60,8 @@ template <int D>
 using V5Config = DqByTmaConfig<D, 2>;
 template <int D>
 using V6Config = ThreeGroupsConfig<D>;  // three warpgroups at D = 64
+template <int D>
+using V7Config = ThreeGroupsConfig<D>;
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
@@ -121,6 +124,9 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
     case Rung::three_groups:
       launch_config<T, V6Config<D>, backward_ds_by_stmatrix_kernel<T, V6Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
+    case Rung::group_barrier:
+      launch_config<T, V7Config<D>, backward_group_barrier_kernel<T, V7Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
   }
 }
 
@@ -151,11 +157,12 @@ void check_problem(Rung rung, const Problem& p, const AttentionInputs& in, Const
                      "or the deterministic variant");
   if (p.kv_heads() != p.heads && (rung == Rung::wgmma || rung == Rung::rows_in_shared))
     throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3 on)");
-  // Rungs 3 to 6 need the most (rung 2 plus dQ's buffers); every rung is refused together.
+  // Rungs 3 to 7 need the most (rung 2 plus dQ's buffers); every rung is refused together.
   static_assert(V3Config<128>::kSmemBytes >= V2Config<128>::kSmemBytes &&
                     V2Config<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
                 "rung 3 needs more shared memory than rungs 1 and 2");
-  constexpr long long kD64 = std::max({V3Config<64>::kSmemBytes, V4Config<64>::kSmemBytes, V6Config<64>::kSmemBytes});
+  constexpr long long kD64 = std::max({V3Config<64>::kSmemBytes, V4Config<64>::kSmemBytes, V6Config<64>::kSmemBytes,
+                                       V7Config<64>::kSmemBytes});
   constexpr long long kD128 = std::max(V3Config<128>::kSmemBytes, V4Config<128>::kSmemBytes);
   const long long bytes = p.dim == 256 ? SplitColumnsConfig::kSmemBytes : p.dim == 64 ? kD64 : kD128;
   if (const std::string refusal =

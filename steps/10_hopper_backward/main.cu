@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   spec.defaults.dtype = fa::DType::bfloat16;
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step10::kSupports;
-  spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "own_dq", "stmatrix", "three_groups", "deterministic"};
+  spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "own_dq", "stmatrix", "three_groups", "group_barrier",
+                   "deterministic"};
   spec.notes =
       "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
       "streamed by TMA (Q and dO, two buffers); wgmma for S^T = K.Q^T and dP^T = V.dO^T (both from\n"
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
       "instruction) instead of one 16-bit store per element.\n"
       "three_groups (the stage's kernel): stmatrix's with three warpgroups of 64 keys at D = 64\n"
       "(Bc = 192); at D = 128 the same kernel as stmatrix.\n"
+      "group_barrier: three_groups's with each warpgroup's own barrier after dS's stores at D = 64 (its\n"
+      "dQ reads only its own keys of dS); at D = 128 the block's, as before.\n"
       "deterministic: stmatrix's with dQ added key tile by key tile for each query tile (a counter per\n"
       "query tile): the same dQ bit for bit on every run.\n"
       "D = rowsum(dO*O), LSE*log2e and the dQ conversion: stage 08's kernels, shared in common/\n"
@@ -86,6 +89,8 @@ int main(int argc, char** argv) {
                                                   rung(fa::step10::Rung::ds_by_stmatrix)));
   def.variants.push_back(fa::gpu_backward_variant("10", "three_groups", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::three_groups)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "group_barrier", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::group_barrier)));
   def.variants.push_back(fa::gpu_backward_variant("10", "deterministic", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::dq_by_tma_ordered)));
   // The previous stage beside it, same dtype: the chart's comparison.

@@ -46,6 +46,7 @@
 #include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
+#include "fa/cuda/ptx/barrier.cuh"
 #include "fa/cuda/ptx/mma.cuh"
 #include "fa/cuda/tc/tile_ops.cuh"
 
@@ -91,8 +92,10 @@ struct DqByTmaConfig {
 // a block owns: dq_turns.hpp (without the mask by key tile; with it from each query tile's last
 // key tile down, the order of arrival, the last key tile's block started first).
 // kStmatrix: dS stored by stmatrix, four 8 × 8 tiles per instruction (rung 5, ladder/v5_ds_by_stmatrix.cuh)
-// instead of one 16-bit store per element.
-template <class T, class C, bool kOrdered = false, bool kStmatrix = false>
+// instead of one 16-bit store per element. kGroupBarrier: where each warpgroup's dQ reads only its
+// own keys of dS, the barrier after dS's stores is the warpgroup's own (rung 7,
+// ladder/v7_group_barrier.cuh), and thread 0 waits for dQ's buffer before the step's last barrier.
+template <class T, class C, bool kOrdered = false, bool kStmatrix = false, bool kGroupBarrier = false>
 __global__ void __launch_bounds__(C::kThreads, 1)
     backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
                            const int heads_per_kv, int* dq_turns, const int query_tiles) {
@@ -173,7 +176,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // step m − 1 may still run); the block barrier after dS's stores passes that on to everyone.
     if (threadIdx.x == 0) {
       if (m + 1 < steps) load_qdo(m + 1);
-      cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<1>{});
+      if constexpr (!kGroupBarrier) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<1>{});
     }
     barrier_wait(&qdo_full[s], static_cast<std::uint32_t>((m / C::kStages) & 1));  // Q_i, dO_i landed
     const auto q_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(q_tile(s)));
@@ -249,7 +252,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_commit();
 
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dS's stores, visible to the tensor cores
-    __syncthreads();  // every warpgroup's keys of dS stored (while dV and dK run)
+    if constexpr (kGroupBarrier && C::kDqSplitsKeys)
+      ptx::named_barrier_sync(1 + group, 128);  // this warpgroup's keys of dS stored: all its dQ reads
+    else
+      __syncthreads();  // every warpgroup's keys of dS stored (while dV and dK run)
     // dV and dK done before dQ is issued: a warpgroup's wgmmas run in order anyway, and pa and dsa,
     // kept live until here (the compiler must not give their registers to other values while the
     // wgmmas may still read them), are free for dQ's accumulator.
@@ -292,6 +298,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       }
     }
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dQ's stores, visible to the TMA
+    // With kGroupBarrier the wait for dQ's other buffer (its reduce-add issued a step ago, the only
+    // one pending) is passed on by this barrier, as the middle one no longer reaches every warp.
+    if (kGroupBarrier && threadIdx.x == 0) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
     __syncthreads();  // every warpgroup done with stage s and with dS, dQ's buffer s written
     // One thread hands the tile's dQ to the TMA: each box added into the float32 accumulator in L2,
     // one bulk group per tile (waited for, for reading, two tiles on).
