@@ -11,8 +11,8 @@
 //        allows (fa/verify.hpp), and the previous stage on every row where it runs
 //   ─► table, memory chart, time chart ─► --json, --save ─► exit code
 //
-// Exit codes: 0 ok, 1 a verification failed, a run failed, or nothing ran; 2 bad usage/input;
-// 77 skipped (no suitable GPU).
+// Exit codes: 0 ok, 1 a verification failed, a run failed, or nothing ran; 2 bad usage/input
+// (also when the stage refused every case asked for); 77 skipped (no suitable GPU).
 #pragma once
 
 #include <cstdint>
