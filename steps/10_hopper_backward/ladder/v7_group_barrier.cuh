@@ -20,6 +20,11 @@
 // the middle of the step first starts its dQ products while the others still compute their
 // exponentials; the step's last barrier still aligns them once a step), causal like non-causal;
 // at D = 128 0.99-1.01× (the same kernel but for where thread 0 waits).
+//
+// Measured (one H100, bf16, the paper shapes at N = 4k and 16k, causal and not, one run beside rung 6:
+// docs/results/compare_10_rung7_h100.json): D = 64 1.01-1.02× rung 6, below the prediction and
+// inside the spread between two processes of one run; D = 128 0.99-1.02×. Not kept as the stage's
+// kernel: the warpgroups wait for the work before the barrier, not for the barrier (as in rung 4).
 #pragma once
 
 #include "10_hopper_backward/ladder/v6_three_groups.cuh"
