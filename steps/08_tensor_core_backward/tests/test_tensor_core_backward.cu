@@ -13,6 +13,7 @@
 #include "06_cuda_backward/flash_backward.cuh"
 #include "08_tensor_core_backward/tensor_core_backward.cuh"
 #include "fa/backward.hpp"
+#include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/reference.hpp"
@@ -23,6 +24,8 @@ namespace {
 
 using fa::testing::check_verification;
 using fa::testing::problem;
+// The per-row arrays (D, LSE·log2e) are padded to this many rows per head: part of the extra memory.
+constexpr std::int64_t kPad = fa::bwd::kRowPadding;
 
 enum Report { kDq, kDk, kDv, kO, kLse };
 
@@ -135,7 +138,7 @@ TEST_CASE("memory: the dQ accumulator (atomic mode) and two floats per (padded) 
   for (const std::int64_t n : {500, 1000, 2000}) {
     const fa::Problem p = problem16(n, n, 64, true, 1, 4);
     const fa::AttentionData data = inputs(p, 2);
-    const std::int64_t padded = (n + 63) / 64 * 64, rows = 2 * p.heads_total() * padded * 4;
+    const std::int64_t padded = (n + kPad - 1) / kPad * kPad, rows = 2 * p.heads_total() * padded * 4;
     const fa::GpuRun r = run(p, data), det = run(p, data, true);
     MESSAGE("N=" << n << ": extra memory " << r.extra_bytes << " B (dQ accumulator + D + LSE·log2e: "
                  << p.q_elements() * 4 + rows << " B); deterministic " << det.extra_bytes << " B");

@@ -54,19 +54,22 @@ namespace fa::step10 {
 using namespace hopper;  // TMA and wgmma wrappers (common/cuda/include/fa/cuda/hopper/)
 
 // The tile shape: head dim D (64 or 128), kGroups warpgroups of 64 keys (Bc = 64·kGroups), query
-// tiles of Br = 64 (the per-row arrays' padding, bwd::kRowPadding), two Q/dO buffers.
-template <int D_, int kGroups_>
+// tiles of Br = 64 (from rung 8 on 128 at D = 64: ladder/v8_wide_query_tiles.cuh; a divisor of the
+// per-row arrays' padding, bwd::kRowPadding), two Q/dO buffers.
+template <int D_, int kGroups_, int kBr_ = 64>
 struct DqByTmaConfig {
   static constexpr int D = D_, kGroups = kGroups_;
-  static constexpr int kBc = 64 * kGroups, kBr = 64, kThreads = 128 * kGroups, kStages = 2;
+  static constexpr int kBc = 64 * kGroups, kBr = kBr_, kThreads = 128 * kGroups, kStages = 2;
   using KVTile = tc::SwizzledTile<kBc, D>;  // K, V: [keys][D]
   using QTile = tc::SwizzledTile<kBr, D>;   // Q, dO: [queries][D]
   using DsTile = tc::SwizzledTile<kBr, kBc>;  // dS: [queries][keys], K-major for dQ = dS·K
   static constexpr int kKVBytes = KVTile::kElements * 2, kQBytes = QTile::kElements * 2,
                        kDsBytes = DsTile::kElements * 2;
-  // dQ's 64-column blocks per warpgroup: each warpgroup takes whole column blocks over all Bc keys
-  // when there are enough of them, else every column block over its own 64 keys.
-  static constexpr bool kDqSplitsKeys = D / 64 < kGroups;
+  // dQ = dS·K is Br × D: blocks of 64 query rows × 64 columns, one wgmma accumulator each. Each
+  // warpgroup takes whole blocks over all Bc keys when there are enough of them (D = 128: one column
+  // block each; Br = 128: one row block each), else every block over its own 64 keys.
+  static constexpr int kDqRowBlocks = kBr / 64, kDqColumnBlocks = D / 64;
+  static constexpr bool kDqSplitsKeys = kDqRowBlocks * kDqColumnBlocks < kGroups;
   // Per stage, the query tile's LSE·log2e and D (Br floats each), brought with Q and dO.
   static constexpr int kRowsBytes = 2 * kBr * 4;
   // Per stage, dQ's buffer: kDqParts tiles of Br rows × D floats (one per warpgroup when they split
@@ -265,21 +268,25 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     fence_operands(pa);
     fence_operands(dsa);
 
-    // dQ_i = dS·K, 64 columns of D at a time (N = 64), the accumulator reused per column block,
-    // stored into dQ's buffer s: warp w's rows are queries 16(w mod 4) .. + 15 of the tile; column
+    // dQ_i = dS·K, a block of 64 rows × 64 columns of D at a time (M = N = 64), the accumulator
+    // reused per block, stored into dQ's buffer s: in row block rb, warp w's rows are queries
+    // 64rb + 16(w mod 4) .. + 15 of the tile; column
     // c of the tile is column c mod 32 of box c / 32, whose 16-byte chunk k of row r sits at chunk
     // k XOR (r mod 8). A store of a warp then writes 8 rows × 32 bytes in 8 different chunk
     // positions: two wavefronts, no conflict.
-    constexpr int kBlocksD = D / 64, kSteps = C::kDqSplitsKeys ? 4 : Bc / 16;  // k-steps of 16 keys
+    constexpr int kBlocks = C::kDqRowBlocks * C::kDqColumnBlocks;
+    constexpr int kSteps = C::kDqSplitsKeys ? 4 : Bc / 16;  // k-steps of 16 keys
     const int step0 = C::kDqSplitsKeys ? 4 * group : 0;  // this warpgroup's keys, or all of them
     const int block_first = C::kDqSplitsKeys ? 0 : group, block_stride = C::kDqSplitsKeys ? 1 : C::kGroups;
-    for (int cb = block_first; cb < kBlocksD; cb += block_stride) {
+    for (int blk = block_first; blk < kBlocks; blk += block_stride) {
+      const int rb = blk / C::kDqColumnBlocks, cb = blk % C::kDqColumnBlocks;  // rows 64·rb.., columns 64·cb..
       float dq[8][4];
-      const std::uint32_t k_block = k_addr + cb * Bc * 64 * sizeof(T);  // column block cb of K
+      const std::uint32_t ds_rows = ds_addr + rb * 64 * 64 * sizeof(T);  // row block rb of dS: 64 rows in
+      const std::uint32_t k_block = k_addr + cb * Bc * 64 * sizeof(T);   // column block cb of K
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks)
-        wgmma_ss<T, 1>(dq, k_major_step<T>(ds_addr, step0 + ks, Br), mn_major_step<T>(k_block, step0 + ks, Bc),
+        wgmma_ss<T, 1>(dq, k_major_step<T>(ds_rows, step0 + ks, Br), mn_major_step<T>(k_block, step0 + ks, Bc),
                        ks > 0);
       wgmma_commit();
       wgmma_wait<0>();
@@ -287,7 +294,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       float* part = dq_part(s, C::kDqSplitsKeys ? group : 0);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = 16 * (warp % 4) + g + 8 * h;  // rows past Nq hold zeros; the TMA skips them
+        const int row = 64 * rb + 16 * (warp % 4) + g + 8 * h;  // rows past Nq hold zeros; the TMA skips them
 #pragma unroll
         for (int jd = 0; jd < 8; ++jd) {
           const int col = cb * 64 + 8 * jd + 2 * t, in_box = col % kFloatBoxColumns;

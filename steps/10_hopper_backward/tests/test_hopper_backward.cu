@@ -13,6 +13,7 @@
 #include "09_hopper/hopper.cuh"
 #include "10_hopper_backward/hopper_backward.cuh"
 #include "fa/backward.hpp"
+#include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/stage_gpu.cuh"
 #include "fa/reference.hpp"
@@ -23,6 +24,8 @@ namespace {
 
 using fa::testing::check_verification;
 using fa::testing::problem;
+// The per-row arrays (D, LSE·log2e) are padded to this many rows per head: part of the extra memory.
+constexpr std::int64_t kPad = fa::bwd::kRowPadding;
 
 enum Report { kDq, kDk, kDv, kO, kLse };
 
@@ -91,11 +94,12 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
   // each reused, D = 64's two partial tiles), rung 4 (each warpgroup's own dQ buffer reused at
   // every tile, the Q/dO stages released warp by warp and loaded by the last), rung 5 (dS by
   // stmatrix: a misplaced tile shows in dQ alone), rung 6 (at D = 64 key tiles of 192: Nk = 450
-  // is two whole tiles and a tail) and rung 7 (a warpgroup's own barrier mid-step at D = 64).
+  // is two whole tiles and a tail), rung 7 (a warpgroup's own barrier mid-step at D = 64) and
+  // rung 8 (at D = 64 query tiles of 128: Nq = 333 is two whole tiles and a tail, dQ by row blocks).
   int cases = 0;
   for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma, fa::step10::Rung::own_dq,
                                       fa::step10::Rung::ds_by_stmatrix, fa::step10::Rung::three_groups,
-                                      fa::step10::Rung::group_barrier}) {
+                                      fa::step10::Rung::group_barrier, fa::step10::Rung::wide_query_tiles}) {
     const fa::DeviceBackward backward = [rung](const fa::Problem& pp, const fa::AttentionInputs& in,
                                                fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
                                                const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
@@ -113,12 +117,13 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
                              : rung == fa::step10::Rung::own_dq    ? "rung 4 "
                              : rung == fa::step10::Rung::ds_by_stmatrix ? "rung 5 "
                              : rung == fa::step10::Rung::three_groups   ? "rung 6 "
-                                                                        : "rung 7 ";
+                             : rung == fa::step10::Rung::group_barrier  ? "rung 7 "
+                                                                        : "rung 8 ";
           check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           ++cases;
         }
   }
-  CHECK(cases == 120);
+  CHECK(cases == 140);
 }
 
 TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 3 and Hkv = 1)") {
@@ -135,11 +140,12 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
           p.heads_kv = h.hkv;
           const fa::AttentionData data = inputs(p, 800 + cases);
           check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
-          // Rungs 4 to 7 too (rung 4: a warpgroup walks the group's heads on its own).
+          // Rungs 4 to 8 too (rung 4: a warpgroup walks the group's heads on its own).
           for (const auto& [rung, name] : {std::pair{fa::step10::Rung::own_dq, "rung 4 "},
                                            std::pair{fa::step10::Rung::ds_by_stmatrix, "rung 5 "},
                                            std::pair{fa::step10::Rung::three_groups, "rung 6 "},
-                                           std::pair{fa::step10::Rung::group_barrier, "rung 7 "}}) {
+                                           std::pair{fa::step10::Rung::group_barrier, "rung 7 "},
+                                           std::pair{fa::step10::Rung::wide_query_tiles, "rung 8 "}}) {
             const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung_backward(rung));
             check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           }
@@ -185,8 +191,9 @@ TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on ev
       const fa::GpuRun first = fa::run_once(p, data, fa::step10::attention_forward, ordered);
       check_verification(fa::verify_backward(p, data, first.out, true, 0, 1), "deterministic " + p.describe());
       // Its extra memory: the accumulator, two floats per padded query row, one int per query tile.
-      const std::int64_t tiles = p.heads_total() * ((p.seq_q + 63) / 64);
-      CHECK(first.extra_bytes == p.q_elements() * 4 + 2 * tiles * 64 * 4 + tiles * 4);
+      const std::int64_t tiles = p.heads_total() * ((p.seq_q + 63) / 64);  // query tiles of 64
+      const std::int64_t padded = (p.seq_q + kPad - 1) / kPad * kPad;
+      CHECK(first.extra_bytes == p.q_elements() * 4 + 2 * p.heads_total() * padded * 4 + tiles * 4);
       for (int again = 0; again < 3; ++again) {
         const fa::GpuRun next = fa::run_once(p, data, fa::step10::attention_forward, ordered);
         std::int64_t differ = 0;
@@ -259,7 +266,7 @@ TEST_CASE("memory: the dQ accumulator and two floats per (padded) query row, mea
   for (const std::int64_t n : {500, 1000, 2000}) {
     const fa::Problem p = problem16(n, n, 64, true, 1, 4);
     const fa::AttentionData data = inputs(p, 2);
-    const std::int64_t padded = (n + 63) / 64 * 64, rows = 2 * p.heads_total() * padded * 4;
+    const std::int64_t padded = (n + kPad - 1) / kPad * kPad, rows = 2 * p.heads_total() * padded * 4;
     const fa::GpuRun r = run(p, data);
     MESSAGE("N=" << n << ": extra memory " << r.extra_bytes << " B (dQ accumulator + D + LSE·log2e: "
                  << p.q_elements() * 4 + rows << " B)");
@@ -279,7 +286,8 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
   const fa::Problem p256 = problem16(8, 8, 256, false, 1, 1);
   using fa::step10::Rung;
   for (const Rung rung : {Rung::wgmma, Rung::rows_in_shared, Rung::dq_by_tma, Rung::own_dq, Rung::ds_by_stmatrix,
-                          Rung::three_groups, Rung::group_barrier, Rung::dq_by_tma_ordered})
+                          Rung::three_groups, Rung::group_barrier, Rung::wide_query_tiles,
+                          Rung::dq_by_tma_ordered})
     if (rung != fa::step10::kStageRung)
       CHECK_THROWS_AS(fa::run_once(p256, inputs(p256, 1), none, rung_backward(rung)), fa::UsageError);
   fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);

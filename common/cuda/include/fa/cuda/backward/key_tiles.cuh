@@ -13,7 +13,7 @@ namespace fa::bwd {
 
 // The per-row arrays (D, LSE·log2e) are padded to a multiple of this many rows per head: a multiple
 // of every key-tile kernel's query tile, so that a tile reads them without a bounds check.
-inline constexpr int kRowPadding = 64;
+inline constexpr int kRowPadding = 128;
 
 // One launch: [B·H, N, D] tensors (T = __half or __nv_bfloat16), contiguous.
 template <class T>
