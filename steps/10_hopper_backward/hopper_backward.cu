@@ -36,6 +36,8 @@
 #include "10_hopper_backward/ladder/v6_three_groups.cuh"
 #include "10_hopper_backward/ladder/v7_group_barrier.cuh"
 #include "10_hopper_backward/ladder/v8_wide_query_tiles.cuh"
+#include "10_hopper_backward/ladder/v9_fast_exp.cuh"
+#include "10_hopper_backward/ladder/v10_dq_before_dk.cuh"
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
@@ -48,7 +50,7 @@ namespace {
 
 // Rungs 1 to 5: two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at
 // D = 128 that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per
-// SM (and from rung 3 on 64 KiB of dQ's buffers). The stage's kernel is the top rung, rung 6.
+// SM (and from rung 3 on 64 KiB of dQ's buffers). The stage's kernel is the top rung, rung 10.
 template <int D>
 using V1Config = WgmmaBackwardConfig<D, 2>;
 template <int D>
@@ -65,6 +67,10 @@ template <int D>
 using V7Config = ThreeGroupsConfig<D>;
 template <int D>
 using V8Config = WideQueryTilesConfig<D>;  // query tiles of 128 and two warpgroups at D = 64
+template <int D>
+using V9Config = WideQueryTilesConfig<D>;
+template <int D>
+using V10Config = WideQueryTilesConfig<D>;
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
@@ -115,7 +121,7 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
       launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
     case Rung::dq_by_tma_ordered:
-      launch_config<T, V5Config<D>, backward_dq_tma_kernel<T, V5Config<D>, /*kOrdered=*/true, /*kStmatrix=*/true>,
+      launch_config<T, V5Config<D>, backward_dq_tma_kernel<T, V5Config<D>, OrderedOptions>,
                     BackwardMapsWithDq, true>(p, args, ctx);
       break;
     case Rung::own_dq:
@@ -132,6 +138,12 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
       break;
     case Rung::wide_query_tiles:
       launch_config<T, V8Config<D>, backward_ds_by_stmatrix_kernel<T, V8Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
+    case Rung::fast_exp:
+      launch_config<T, V9Config<D>, backward_fast_exp_kernel<T, V9Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
+    case Rung::dq_before_dk:
+      launch_config<T, V10Config<D>, backward_dq_before_dk_kernel<T, V10Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
   }
 }
@@ -163,7 +175,7 @@ void check_problem(Rung rung, const Problem& p, const AttentionInputs& in, Const
                      "or the deterministic variant");
   if (p.kv_heads() != p.heads && (rung == Rung::wgmma || rung == Rung::rows_in_shared))
     throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3 on)");
-  // Rungs 3 to 8 need the most (rung 2 plus dQ's buffers); every rung is refused together.
+  // Rungs 3 to 10 need the most (rung 2 plus dQ's buffers); every rung is refused together.
   static_assert(V3Config<128>::kSmemBytes >= V2Config<128>::kSmemBytes &&
                     V2Config<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
                 "rung 3 needs more shared memory than rungs 1 and 2");

@@ -32,17 +32,18 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // beside them; rung 3, dQ added into global memory by the TMA from shared memory instead of by the
 // warps' atomics, and grouped heads (rungs 1 and 2 refuse them); rung 4, each warpgroup through the
 // query tiles on its own (its own dQ over its keys, no block barrier in the loop; slower at
-// D = 128, not built on); rung 5, rung 3 with dS stored by stmatrix; rung 6, the stage's kernel,
+// D = 128, not built on); rung 5, rung 3 with dS stored by stmatrix; rung 6,
 // rung 5 with three warpgroups at D = 64 (at D = 128 it is rung 5); rung 7, rung 6 with each
 // warpgroup's own barrier after dS's stores at D = 64; rung 8, rung 5 with query tiles of 128 and
-// two warpgroups at D = 64 (rung 6 at D = 128). dq_by_tma_ordered: rung 5 with
+// two warpgroups at D = 64 (rung 6 at D = 128); rung 9, rung 8 with one MUFU.EX2 per exponential;
+// rung 10, the stage's kernel, rung 9 with dQ's products issued before dK's. dq_by_tma_ordered: rung 5 with
 // dQ's additions in a fixed order (dq_turns.hpp): bitwise the same dQ on every run, for a wait per
 // query tile; extra device memory, one int per query head and query tile. At D = 256 only the
 // stage's kernel runs (split_columns.cuh).
 enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered, own_dq, ds_by_stmatrix, three_groups,
-                  group_barrier, wide_query_tiles };
+                  group_barrier, wide_query_tiles, fast_exp, dq_before_dk };
 // The rung attention_backward runs at D = 64 and 128.
-inline constexpr Rung kStageRung = Rung::three_groups;
+inline constexpr Rung kStageRung = Rung::dq_before_dk;
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx);

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step10::kSupports;
   spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "own_dq", "stmatrix", "three_groups", "group_barrier",
-                   "wide_query_tiles", "deterministic"};
+                   "wide_query_tiles", "fast_exp", "dq_before_dk", "deterministic"};
   spec.notes =
       "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
       "streamed by TMA (Q and dO, two buffers); wgmma for S^T = K.Q^T and dP^T = V.dO^T (both from\n"
@@ -45,12 +45,15 @@ int main(int argc, char** argv) {
       "its own, Q/dO stages released warp by warp, no block barrier inside the loop.\n"
       "stmatrix: dq_by_tma's, with dS stored by stmatrix (four 8x8 tiles, transposed, per\n"
       "instruction) instead of one 16-bit store per element.\n"
-      "three_groups (the stage's kernel): stmatrix's with three warpgroups of 64 keys at D = 64\n"
+      "three_groups: stmatrix's with three warpgroups of 64 keys at D = 64\n"
       "(Bc = 192); at D = 128 the same kernel as stmatrix.\n"
       "group_barrier: three_groups's with each warpgroup's own barrier after dS's stores at D = 64 (its\n"
       "dQ reads only its own keys of dS); at D = 128 the block's, as before.\n"
       "wide_query_tiles: stmatrix's with query tiles of 128 and two warpgroups at D = 64 (S^T and dP^T\n"
       "64 keys x 128 queries a warpgroup, dQ split by rows); at D = 128 the same kernel as three_groups.\n"
+      "fast_exp: wide_query_tiles's with one MUFU.EX2 per exponential (ex2.approx.ftz, not exp2f).\n"
+      "dq_before_dk (the stage's kernel): fast_exp's with dQ's products issued before dK's (dQ stored\n"
+      "while dK runs).\n"
       "deterministic: stmatrix's with dQ added key tile by key tile for each query tile (a counter per\n"
       "query tile): the same dQ bit for bit on every run.\n"
       "D = rowsum(dO*O), LSE*log2e and the dQ conversion: stage 08's kernels, shared in common/\n"
@@ -95,6 +98,10 @@ int main(int argc, char** argv) {
                                                   rung(fa::step10::Rung::group_barrier)));
   def.variants.push_back(fa::gpu_backward_variant("10", "wide_query_tiles", /*ours=*/true,
                                                   fa::step10::attention_forward, rung(fa::step10::Rung::wide_query_tiles)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "fast_exp", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::fast_exp)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "dq_before_dk", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::dq_before_dk)));
   def.variants.push_back(fa::gpu_backward_variant("10", "deterministic", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::dq_by_tma_ordered)));
   // The previous stage beside it, same dtype: the chart's comparison.

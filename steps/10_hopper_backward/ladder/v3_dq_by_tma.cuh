@@ -88,20 +88,35 @@ struct DqByTmaConfig {
                 "tiles: 1024-byte multiples");
 };
 
-// The order of dQ's additions: kOrdered = false, as they come (the float32 sums' last bits change
-// from run to run); true, in a fixed order (bitwise the same dQ on every run), counted in
-// dq_turns[query head][i] (zeroed by the host; query_tiles per head): a key tile adds its share of
-// query tile i when the count equals its turn, then counts one more. The turns and which key tile
-// a block owns: dq_turns.hpp (without the mask by key tile; with it from each query tile's last
-// key tile down, the order of arrival, the last key tile's block started first).
-// kStmatrix: dS stored by stmatrix, four 8 × 8 tiles per instruction (rung 5, ladder/v5_ds_by_stmatrix.cuh)
-// instead of one 16-bit store per element. kGroupBarrier: where each warpgroup's dQ reads only its
-// own keys of dS, the barrier after dS's stores is the warpgroup's own (rung 7,
-// ladder/v7_group_barrier.cuh), and thread 0 waits for dQ's buffer before the step's last barrier.
-template <class T, class C, bool kOrdered = false, bool kStmatrix = false, bool kGroupBarrier = false>
+// The switches of this kernel that the rungs above it turn on, one idea each: a rung's options are
+// the rung below's with one switch more (a struct that derives from theirs and sets it; ladder/v5_ds_by_stmatrix.cuh
+// and on). Rung 3 has every switch off:
+//   ordered: the order of dQ's additions. Off, as they come (the float32 sums' last bits change
+//     from run to run); on, in a fixed order (bitwise the same dQ on every run), counted in
+//     dq_turns[query head][i] (zeroed by the host; query_tiles per head): a key tile adds its share
+//     of query tile i when the count equals its turn, then counts one more. The turns and which key
+//     tile a block owns: dq_turns.hpp (without the mask by key tile; with it from each query tile's
+//     last key tile down, the order of arrival, the last key tile's block started first).
+//   stmatrix: dS stored by stmatrix, four 8 × 8 tiles per instruction (rung 5), instead of one
+//     16-bit store per element.
+//   group_barrier: where each warpgroup's dQ reads only its own keys of dS, the barrier after dS's
+//     stores is the warpgroup's own (rung 7), and thread 0 waits for dQ's buffer before the step's
+//     last barrier.
+//   fast_exp: P's exponentials by ex2.approx.ftz, one MUFU.EX2 each (rung 9), instead of exp2f's
+//     four instructions.
+//   dq_before_dk: dQ's products issued between dV's and dK's (rung 10), so that dQ's stores into
+//     shared memory run while the tensor cores compute dK; each warpgroup has one dQ block.
+struct DqTmaOptions {
+  static constexpr bool ordered = false, stmatrix = false, group_barrier = false, fast_exp = false,
+                        dq_before_dk = false;
+};
+
+template <class T, class C, class Options = DqTmaOptions>
 __global__ void __launch_bounds__(C::kThreads, 1)
     backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
                            const int heads_per_kv, int* dq_turns, const int query_tiles) {
+  constexpr bool kOrdered = Options::ordered, kStmatrix = Options::stmatrix, kGroupBarrier = Options::group_barrier;
+  constexpr bool kFastExp = Options::fast_exp, kDqBeforeDk = Options::dq_before_dk;
   constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, NQ = Br / 8, ND = D / 8;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -208,7 +223,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       const float2 l2 = *reinterpret_cast<const float2*>(lse2_tile(s) + 8 * j + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float p = exp2f(st[j][e] * a.scale_log2 - ((e & 1) ? l2.y : l2.x));
+        const float x = st[j][e] * a.scale_log2 - ((e & 1) ? l2.y : l2.x);
+        float p = kFastExp ? ptx::ex2(x) : exp2f(x);
         if (masked) {
           const int key = j0 + key_row0 + g + (e >= 2 ? 8 : 0), query = q0 + 8 * j + 2 * t + (e & 1);
           if (key >= a.seq_k || (a.causal && key > query + offset)) p = 0.0f;
@@ -250,8 +266,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     wgmma_fence();  // pa, dsa written by ordinary instructions
 #pragma unroll
     for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dv, pa[ks], mn_major_step<T>(do_addr, ks, Br), 1);
+    // dK += dSᵀ·Q, here or (dq_before_dk) behind dQ's products, below.
+    auto issue_dk = [&] {
 #pragma unroll
-    for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dk, dsa[ks], mn_major_step<T>(q_addr, ks, Br), 1);
+      for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dk, dsa[ks], mn_major_step<T>(q_addr, ks, Br), 1);
+    };
+    if constexpr (!kDqBeforeDk) issue_dk();
     wgmma_commit();
 
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dS's stores, visible to the tensor cores
@@ -262,11 +282,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // dV and dK done before dQ is issued: a warpgroup's wgmmas run in order anyway, and pa and dsa,
     // kept live until here (the compiler must not give their registers to other values while the
     // wgmmas may still read them), are free for dQ's accumulator.
-    wgmma_wait<0>();
-    fence_accumulators(dv);
-    fence_accumulators(dk);
-    fence_operands(pa);
-    fence_operands(dsa);
+    if constexpr (!kDqBeforeDk) {
+      wgmma_wait<0>();
+      fence_accumulators(dv);
+      fence_accumulators(dk);
+      fence_operands(pa);
+      fence_operands(dsa);
+    }
 
     // dQ_i = dS·K, a block of 64 rows × 64 columns of D at a time (M = N = 64), the accumulator
     // reused per block, stored into dQ's buffer s: in row block rb, warp w's rows are queries
@@ -275,6 +297,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // k XOR (r mod 8). A store of a warp then writes 8 rows × 32 bytes in 8 different chunk
     // positions: two wavefronts, no conflict.
     constexpr int kBlocks = C::kDqRowBlocks * C::kDqColumnBlocks;
+    static_assert(!kDqBeforeDk || (C::kDqSplitsKeys ? kBlocks == 1 : kBlocks == C::kGroups),
+                  "dq_before_dk: one dQ block per warpgroup (dK is issued behind it)");
     constexpr int kSteps = C::kDqSplitsKeys ? 4 : Bc / 16;  // k-steps of 16 keys
     const int step0 = C::kDqSplitsKeys ? 4 * group : 0;  // this warpgroup's keys, or all of them
     const int block_first = C::kDqSplitsKeys ? 0 : group, block_stride = C::kDqSplitsKeys ? 1 : C::kGroups;
@@ -289,7 +313,17 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         wgmma_ss<T, 1>(dq, k_major_step<T>(ds_rows, step0 + ks, Br), mn_major_step<T>(k_block, step0 + ks, Bc),
                        ks > 0);
       wgmma_commit();
-      wgmma_wait<0>();
+      if constexpr (kDqBeforeDk) {
+        // dK queued behind dQ: the wait lets it run (the last group) while this block's dQ is
+        // stored; dV's group and dQ's are done.
+        issue_dk();
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_accumulators(dv);
+        fence_operands(pa);
+      } else {
+        wgmma_wait<0>();
+      }
       fence_accumulators(dq);
       float* part = dq_part(s, C::kDqSplitsKeys ? group : 0);
 #pragma unroll
@@ -303,6 +337,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
           *reinterpret_cast<float2*>(at) = make_float2(dq[jd][2 * h], dq[jd][2 * h + 1]);
         }
       }
+    }
+    if constexpr (kDqBeforeDk) {  // dK done (dsa free for the next step)
+      wgmma_wait<0>();
+      fence_accumulators(dk);
+      fence_operands(dsa);
     }
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dQ's stores, visible to the TMA
     // With kGroupBarrier the wait for dQ's other buffer (its reduce-add issued a step ago, the only

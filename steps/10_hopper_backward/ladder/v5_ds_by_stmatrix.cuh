@@ -7,7 +7,7 @@
 // stmatrix.x4.trans (store_ds_transposed_x4 beside it). The registers are already the fragments
 // stmatrix takes (the accumulator layout of 8 × 8 tiles, two 16-bit values to a register), and
 // .trans writes each tile transposed, so that a row in memory is one query's 8 keys: a whole
-// 16-byte chunk of the swizzled tile. The kernel is rung 3's with its template switch kStmatrix on.
+// 16-byte chunk of the swizzled tile. The kernel is rung 3's with its switch `stmatrix` on.
 //
 // Why: rung 3's profile (Nsight Compute, D = 128, N = 4k) counts 58.7 M shared-store requests that
 // take 131.8 M wavefronts, 2.2 per request: the 16-bit stores write 32 lanes × 2 bytes into 8
@@ -28,8 +28,15 @@
 namespace fa::step10 {
 
 // Rung 5's kernel: rung 3's, dS stored by stmatrix.
+struct StmatrixOptions : DqTmaOptions {
+  static constexpr bool stmatrix = true;
+};
 template <class T, class C>
-inline constexpr auto backward_ds_by_stmatrix_kernel = backward_dq_tma_kernel<T, C, /*kOrdered=*/false,
-                                                                              /*kStmatrix=*/true>;
+inline constexpr auto backward_ds_by_stmatrix_kernel = backward_dq_tma_kernel<T, C, StmatrixOptions>;
+
+// The deterministic variant: rung 5 with dQ's additions in a fixed order.
+struct OrderedOptions : StmatrixOptions {
+  static constexpr bool ordered = true;
+};
 
 }  // namespace fa::step10

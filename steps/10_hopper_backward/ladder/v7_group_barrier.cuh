@@ -9,7 +9,7 @@
 // for the next load), where the reduce-add it waits for was issued a whole step before and is the
 // only one pending. At D = 128 each warpgroup's dQ columns read both warpgroups' keys of dS, so the
 // middle barrier stays the block's there and only the wait moves. The kernel is rung 5's with its
-// template switch kGroupBarrier on, in rung 6's tile shape.
+// switch `group_barrier` on, in rung 6's tile shape.
 //
 // Why: in rung 3's profile (docs/notes/10_hopper_backward.md) 16 % of the warps' stall samples at
 // D = 64 (19 % at D = 128) wait at that middle barrier, and the notebook's reading is that the
@@ -32,8 +32,10 @@
 namespace fa::step10 {
 
 // Rung 7's kernel: rung 5's with the warpgroup's own barrier after dS's stores where dQ allows it.
+struct GroupBarrierOptions : StmatrixOptions {
+  static constexpr bool group_barrier = true;
+};
 template <class T, class C>
-inline constexpr auto backward_group_barrier_kernel =
-    backward_dq_tma_kernel<T, C, /*kOrdered=*/false, /*kStmatrix=*/true, /*kGroupBarrier=*/true>;
+inline constexpr auto backward_group_barrier_kernel = backward_dq_tma_kernel<T, C, GroupBarrierOptions>;
 
 }  // namespace fa::step10
