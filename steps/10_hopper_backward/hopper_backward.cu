@@ -38,6 +38,7 @@
 #include "10_hopper_backward/ladder/v8_wide_query_tiles.cuh"
 #include "10_hopper_backward/ladder/v9_fast_exp.cuh"
 #include "10_hopper_backward/ladder/v10_dq_before_dk.cuh"
+#include "10_hopper_backward/ladder/v11_dv_early.cuh"
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
@@ -71,6 +72,8 @@ template <int D>
 using V9Config = WideQueryTilesConfig<D>;
 template <int D>
 using V10Config = WideQueryTilesConfig<D>;
+template <int D>
+using V11Config = WideQueryTilesConfig<D>;
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
@@ -145,6 +148,9 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
     case Rung::dq_before_dk:
       launch_config<T, V10Config<D>, backward_dq_before_dk_kernel<T, V10Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
+    case Rung::dv_early:
+      launch_config<T, V11Config<D>, backward_dv_early_kernel<T, V11Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
   }
 }
 
@@ -175,7 +181,7 @@ void check_problem(Rung rung, const Problem& p, const AttentionInputs& in, Const
                      "or the deterministic variant");
   if (p.kv_heads() != p.heads && (rung == Rung::wgmma || rung == Rung::rows_in_shared))
     throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3 on)");
-  // Rungs 3 to 10 need the most (rung 2 plus dQ's buffers); every rung is refused together.
+  // Rungs 3 to 11 need the most (rung 2 plus dQ's buffers); every rung is refused together.
   static_assert(V3Config<128>::kSmemBytes >= V2Config<128>::kSmemBytes &&
                     V2Config<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
                 "rung 3 needs more shared memory than rungs 1 and 2");

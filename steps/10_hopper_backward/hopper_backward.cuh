@@ -36,12 +36,13 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // rung 5 with three warpgroups at D = 64 (at D = 128 it is rung 5); rung 7, rung 6 with each
 // warpgroup's own barrier after dS's stores at D = 64; rung 8, rung 5 with query tiles of 128 and
 // two warpgroups at D = 64 (rung 6 at D = 128); rung 9, rung 8 with one MUFU.EX2 per exponential;
-// rung 10, the stage's kernel, rung 9 with dQ's products issued before dK's. dq_by_tma_ordered: rung 5 with
+// rung 10, the stage's kernel, rung 9 with dQ's products issued before dK's; rung 11, rung 10
+// with dV's products issued before dS is computed. dq_by_tma_ordered: rung 5 with
 // dQ's additions in a fixed order (dq_turns.hpp): bitwise the same dQ on every run, for a wait per
 // query tile; extra device memory, one int per query head and query tile. At D = 256 only the
 // stage's kernel runs (split_columns.cuh).
 enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered, own_dq, ds_by_stmatrix, three_groups,
-                  group_barrier, wide_query_tiles, fast_exp, dq_before_dk };
+                  group_barrier, wide_query_tiles, fast_exp, dq_before_dk, dv_early };
 // The rung attention_backward runs at D = 64 and 128.
 inline constexpr Rung kStageRung = Rung::dq_before_dk;
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,

@@ -106,9 +106,11 @@ struct DqByTmaConfig {
 //     four instructions.
 //   dq_before_dk: dQ's products issued between dV's and dK's (rung 10), so that dQ's stores into
 //     shared memory run while the tensor cores compute dK; each warpgroup has one dQ block.
+//   dv_early: dV's products issued as soon as P is packed (rung 11), so that they run while dS is
+//     computed and stored.
 struct DqTmaOptions {
   static constexpr bool ordered = false, stmatrix = false, group_barrier = false, fast_exp = false,
-                        dq_before_dk = false;
+                        dq_before_dk = false, dv_early = false;
 };
 
 template <class T, class C, class Options = DqTmaOptions>
@@ -116,7 +118,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
                            const int heads_per_kv, int* dq_turns, const int query_tiles) {
   constexpr bool kOrdered = Options::ordered, kStmatrix = Options::stmatrix, kGroupBarrier = Options::group_barrier;
-  constexpr bool kFastExp = Options::fast_exp, kDqBeforeDk = Options::dq_before_dk;
+  constexpr bool kFastExp = Options::fast_exp, kDqBeforeDk = Options::dq_before_dk, kDvEarly = Options::dv_early;
   constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, NQ = Br / 8, ND = D / 8;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
@@ -232,17 +234,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         st[j][e] = p;
       }
     }
-    wgmma_wait<0>();
-    fence_accumulators(dpt);
-#pragma unroll
-    for (int j = 0; j < NQ; ++j) {
-      const float2 d = *reinterpret_cast<const float2*>(delta_tile(s) + 8 * j + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dpt[j][e] = st[j][e] * (dpt[j][e] - ((e & 1) ? d.y : d.x));  // dSᵀ
-    }
-
     // dV += Pᵀ·dO_i and dK += dSᵀ·Q_i, A from registers (the C→A identity: two 8-query blocks
-    // are one 16-wide k-step), B MN-major: one group.
+    // are one 16-wide k-step), B MN-major.
     std::uint32_t pa[Br / 16][4], dsa[Br / 16][4];
 #pragma unroll
     for (int ks = 0; ks < Br / 16; ++ks) {
@@ -250,6 +243,28 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       pa[ks][1] = ptx::pack2<T>(st[2 * ks][2], st[2 * ks][3]);
       pa[ks][2] = ptx::pack2<T>(st[2 * ks + 1][0], st[2 * ks + 1][1]);
       pa[ks][3] = ptx::pack2<T>(st[2 * ks + 1][2], st[2 * ks + 1][3]);
+    }
+    auto issue_dv = [&] {
+#pragma unroll
+      for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dv, pa[ks], mn_major_step<T>(do_addr, ks, Br), 1);
+    };
+    if constexpr (kDvEarly) {  // dV now, its own group: it runs while dS is computed and stored
+      wgmma_fence();           // pa written by ordinary instructions
+      issue_dv();
+      wgmma_commit();
+      wgmma_wait<1>();  // dPᵀ done; dV may still run
+    } else {
+      wgmma_wait<0>();
+    }
+    fence_accumulators(dpt);
+#pragma unroll
+    for (int j = 0; j < NQ; ++j) {
+      const float2 d = *reinterpret_cast<const float2*>(delta_tile(s) + 8 * j + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dpt[j][e] = st[j][e] * (dpt[j][e] - ((e & 1) ? d.y : d.x));  // dSᵀ
+    }
+#pragma unroll
+    for (int ks = 0; ks < Br / 16; ++ks) {
       dsa[ks][0] = ptx::pack2<T>(dpt[2 * ks][0], dpt[2 * ks][1]);
       dsa[ks][1] = ptx::pack2<T>(dpt[2 * ks][2], dpt[2 * ks][3]);
       dsa[ks][2] = ptx::pack2<T>(dpt[2 * ks + 1][0], dpt[2 * ks + 1][1]);
@@ -257,22 +272,21 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     // dS into shared memory, transposed (holes/ds_transpose.cuh): the thread's element (key, query)
     // of dSᵀ goes to row `query`, column `key` of the [Br][Bc] tile, the 16-bit value that dK's A
-    // operand holds (the same rounding in dK and dQ). Stored before dV and dK are issued: a wgmma's
-    // A registers may not be read while it runs.
+    // operand holds (the same rounding in dK and dQ). Stored before dK is issued: a wgmma's A
+    // registers may not be read while it runs.
     if constexpr (kStmatrix)
       store_ds_transposed_x4<typename C::DsTile>(dsa, ds_tile, key_row0, lane);
     else
       store_ds_transposed<typename C::DsTile>(dsa, ds_tile, key_row0, g, t);
     wgmma_fence();  // pa, dsa written by ordinary instructions
-#pragma unroll
-    for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dv, pa[ks], mn_major_step<T>(do_addr, ks, Br), 1);
+    if constexpr (!kDvEarly) issue_dv();
     // dK += dSᵀ·Q, here or (dq_before_dk) behind dQ's products, below.
     auto issue_dk = [&] {
 #pragma unroll
       for (int ks = 0; ks < Br / 16; ++ks) wgmma_rs<T, 1>(dk, dsa[ks], mn_major_step<T>(q_addr, ks, Br), 1);
     };
     if constexpr (!kDqBeforeDk) issue_dk();
-    wgmma_commit();
+    if constexpr (!(kDvEarly && kDqBeforeDk)) wgmma_commit();  // dV and/or dK: one group
 
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dS's stores, visible to the tensor cores
     if constexpr (kGroupBarrier && C::kDqSplitsKeys)
