@@ -21,6 +21,14 @@
 //
 // Prediction, written before the first run: 1.02-1.05× rung 10 at both head dims, causal like
 // non-causal.
+//
+// Measured (one H200, bf16, the paper shapes at N = 4k and 16k, causal and not, one run beside rungs 6 and
+// 8 to 11: docs/results/compare_10_rung10_h200.json): 0.968-1.005× rung 10, a loss at D = 128 (0.97-0.99×) and
+// nothing at D = 64. Registers rose to 234 at D = 128 and 250 at D = 64 (P's packed registers live
+// beside dPᵀ's accumulator). The reading, not measured apart: the other warpgroup's products
+// already filled that stretch, and dV issued early sits in the queue ahead of the other
+// warpgroup's next products, delaying the chain it waits on.
+// Kept as a rung, not built on.
 #pragma once
 
 #include "10_hopper_backward/ladder/v10_dq_before_dk.cuh"

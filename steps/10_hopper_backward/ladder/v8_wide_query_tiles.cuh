@@ -26,6 +26,12 @@
 //
 // Prediction, written before the first run: at D = 64 1.05-1.15× rung 6 without the mask, 1.03-1.12×
 // with it (the diagonal's partly masked tiles are twice as wide); at D = 128 1.00× (the same kernel).
+//
+// Measured (one H200, bf16, the paper shapes at N = 4k and 16k, causal and not, one run beside rungs 6 and
+// 8 to 11: docs/results/compare_10_rung10_h200.json): D = 64 1.28-1.37× rung 6, far above the prediction, causal
+// like non-causal; D = 128 1.00× (0.996-1.003). The reading (not measured apart): besides the
+// shared-memory bytes, the step's fixed work (two block barriers, the mbarrier wait, the
+// reduce-add's issue, the loop's bookkeeping) now serves twice the queries.
 #pragma once
 
 #include <type_traits>

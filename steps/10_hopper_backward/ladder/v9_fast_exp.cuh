@@ -19,6 +19,14 @@
 //
 // Prediction, written before the first run: 1.03-1.08× rung 8 at D = 64, 1.02-1.06× at D = 128,
 // causal like non-causal.
+//
+// Measured (one H200, bf16, the paper shapes at N = 4k and 16k, causal and not, one run beside rungs 6 and
+// 8 to 11: docs/results/compare_10_rung10_h200.json): D = 64 1.005-1.027× rung 8, below the prediction; D = 128
+// 1.021-1.030×, inside it. The instructions fell as counted: Nsight Compute on rung 10, which
+// has these exponentials (N = 4k, docs/results/step10_rungs8-11_h200/), finds 921 M at D = 64 and
+// 871 M at D = 128, 878 and 831 per warp per step against the 1,060 and 920 above (-17 % and
+// -10 %, the -18 % and -10 % counted); the time fell far less: the exponentials' issue slots were
+// not what the warps waited for.
 #pragma once
 
 #include "10_hopper_backward/ladder/v8_wide_query_tiles.cuh"
