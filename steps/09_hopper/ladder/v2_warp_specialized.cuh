@@ -18,8 +18,9 @@
 //   consumer warpgroup:   wait q_full; for j: wait k_full[s]; S = Q·K_jᵀ; softmax; wait v_full[s];
 //                         O += P·V_j; arrive kv_empty[s]
 //
-// The kernel's parts are functions (WsShared, produce_tiles, issue_scores, issue_values,
-// pack_probabilities) because the next rungs reuse them unchanged.
+// The kernel's parts are functions (WsShared, produce_tiles, issue_scores, issue_values) because
+// the next rungs reuse them unchanged; P becomes wgmma's A operand by common's
+// pack_accumulator_as_a (fa/cuda/hopper/wgmma.cuh).
 //
 // Predicted before its first run: 1.00-1.10× tma_wgmma at N ≥ 4k (the copies were already
 // asynchronous, so what it removes is the block barrier per tile and the copy-issuing thread's
@@ -149,19 +150,6 @@ __device__ __forceinline__ void issue_values(float (&o)[DT][4], const std::uint3
   for (int ks = 0; ks < C::kBc / 16; ++ks) wgmma_rs<T, 1>(o, pa[ks], mn_major_step<T>(v_addr, ks, C::kBc), 1);
 }
 
-// P (the softmax's accumulator fragments, fp32) packed to 16 bits as wgmma's A operand: the
-// m64n(Bc) accumulator layout is the A layout of Bc/16 k-steps (stage 07's identity).
-template <class T, int NT>
-__device__ __forceinline__ void pack_probabilities(std::uint32_t (&pa)[NT / 2][4], const float (&sc)[NT][4]) {
-#pragma unroll
-  for (int ks = 0; ks < NT / 2; ++ks) {
-    pa[ks][0] = ptx::pack2<T>(sc[2 * ks][0], sc[2 * ks][1]);
-    pa[ks][1] = ptx::pack2<T>(sc[2 * ks][2], sc[2 * ks][3]);
-    pa[ks][2] = ptx::pack2<T>(sc[2 * ks + 1][0], sc[2 * ks + 1][1]);
-    pa[ks][3] = ptx::pack2<T>(sc[2 * ks + 1][2], sc[2 * ks + 1][3]);
-  }
-}
-
 template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_ws_kernel(const __grid_constant__ TileMaps maps, const KernelArgs<T> a) {
@@ -212,7 +200,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     tc::rescale(o[0], alpha);
 
     std::uint32_t pa[Bc / 16][4];
-    pack_probabilities<T>(pa, sc[0]);
+    pack_accumulator_as_a<T>(pa, sc[0]);
     barrier_wait(&sh.v_full[s], stage_phase<S>(j));  // V_j landed
     wgmma_fence();
     issue_values<T, C>(o[0], pa, sh.v_addr(s));

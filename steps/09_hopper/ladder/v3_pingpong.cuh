@@ -36,7 +36,7 @@
 
 #include "fa/cuda/tc/fragment_softmax.cuh"
 #include "fa/cuda/tc/tile_ops.cuh"
-#include "09_hopper/ladder/v2_warp_specialized.cuh"  // WsConfig, WsShared, produce_tiles, issue_*, pack_probabilities
+#include "09_hopper/ladder/v2_warp_specialized.cuh"  // WsConfig, WsShared, produce_tiles, issue_*
 #include "fa/cuda/hopper/warp_roles.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
 #include "fa/cuda/policies/heads.cuh"
@@ -107,7 +107,7 @@ __device__ __forceinline__ void consume_tile_pingpong(const WsShared<T, C>& sh, 
     wgmma_wait<0>();
     softmax(0);
     tc::rescale(o[0], alpha);
-    pack_probabilities<T>(pa, sc[0]);
+    pack_accumulator_as_a<T>(pa, sc[0]);
 
     for (int j = 1; j < kv.count; ++j) {
       const int it = it0 + j, s = it % S, s_prev = (it - 1) % S;
@@ -124,7 +124,7 @@ __device__ __forceinline__ void consume_tile_pingpong(const WsShared<T, C>& sh, 
       softmax(j);
       values_done(it - 1);
       tc::rescale(o[0], alpha);
-      pack_probabilities<T>(pa, sc[0]);
+      pack_accumulator_as_a<T>(pa, sc[0]);
     }
     // Every S of the tile is done: Q is no longer read.
     if constexpr (kReleaseQ)

@@ -109,7 +109,7 @@ __device__ __forceinline__ void consume_tile_overlap(const WsShared<T, C>& sh, c
     wgmma_wait<0>();
     softmax(0);
     tc::rescale(o[0], alpha);
-    pack_probabilities<T>(pa, sc[0]);
+    pack_accumulator_as_a<T>(pa, sc[0]);
 
     for (int j = 1; j < kv.count; ++j) {
       const int it = it0 + j, s = it % S, s_prev = (it - 1) % S;
@@ -126,7 +126,7 @@ __device__ __forceinline__ void consume_tile_overlap(const WsShared<T, C>& sh, c
       softmax(j);
       values_done(it - 1);
       tc::rescale(o[0], alpha);
-      pack_probabilities<T>(pa, sc[0]);
+      pack_accumulator_as_a<T>(pa, sc[0]);
     }
     // Every S of the tile is done: Q is no longer read.
     if constexpr (kReleaseQ)

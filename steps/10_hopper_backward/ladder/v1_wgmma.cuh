@@ -202,17 +202,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // dV += Pᵀ·dO_i and dK += dSᵀ·Q_i, A from registers (the C→A identity: two 8-query blocks
     // are one 16-wide k-step), B MN-major: one group.
     std::uint32_t pa[Br / 16][4], dsa[Br / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < Br / 16; ++ks) {
-      pa[ks][0] = ptx::pack2<T>(st[2 * ks][0], st[2 * ks][1]);
-      pa[ks][1] = ptx::pack2<T>(st[2 * ks][2], st[2 * ks][3]);
-      pa[ks][2] = ptx::pack2<T>(st[2 * ks + 1][0], st[2 * ks + 1][1]);
-      pa[ks][3] = ptx::pack2<T>(st[2 * ks + 1][2], st[2 * ks + 1][3]);
-      dsa[ks][0] = ptx::pack2<T>(dpt[2 * ks][0], dpt[2 * ks][1]);
-      dsa[ks][1] = ptx::pack2<T>(dpt[2 * ks][2], dpt[2 * ks][3]);
-      dsa[ks][2] = ptx::pack2<T>(dpt[2 * ks + 1][0], dpt[2 * ks + 1][1]);
-      dsa[ks][3] = ptx::pack2<T>(dpt[2 * ks + 1][2], dpt[2 * ks + 1][3]);
-    }
+    pack_accumulator_as_a<T>(pa, st);
+    pack_accumulator_as_a<T>(dsa, dpt);
     // dS into shared memory, transposed (holes/ds_transpose.cuh): the thread's element (key, query)
     // of dSᵀ goes to row `query`, column `key` of the [Br][Bc] tile, the 16-bit value that dK's A
     // operand holds (the same rounding in dK and dQ). Stored before dV and dK are issued: a wgmma's

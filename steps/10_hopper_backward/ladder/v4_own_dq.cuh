@@ -184,17 +184,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       for (int e = 0; e < 4; ++e) dpt[j][e] = st[j][e] * (dpt[j][e] - ((e & 1) ? d.y : d.x));
     }
     std::uint32_t pa[Br / 16][4], dsa[Br / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < Br / 16; ++ks) {
-      pa[ks][0] = ptx::pack2<T>(st[2 * ks][0], st[2 * ks][1]);
-      pa[ks][1] = ptx::pack2<T>(st[2 * ks][2], st[2 * ks][3]);
-      pa[ks][2] = ptx::pack2<T>(st[2 * ks + 1][0], st[2 * ks + 1][1]);
-      pa[ks][3] = ptx::pack2<T>(st[2 * ks + 1][2], st[2 * ks + 1][3]);
-      dsa[ks][0] = ptx::pack2<T>(dpt[2 * ks][0], dpt[2 * ks][1]);
-      dsa[ks][1] = ptx::pack2<T>(dpt[2 * ks][2], dpt[2 * ks][3]);
-      dsa[ks][2] = ptx::pack2<T>(dpt[2 * ks + 1][0], dpt[2 * ks + 1][1]);
-      dsa[ks][3] = ptx::pack2<T>(dpt[2 * ks + 1][2], dpt[2 * ks + 1][3]);
-    }
+    pack_accumulator_as_a<T>(pa, st);
+    pack_accumulator_as_a<T>(dsa, dpt);
     // dS into this warpgroup's column block of the tile. The previous tile's dQ products read it:
     // every warp of the warpgroup waited for its share of them before the barrier that ended that
     // tile, so it is free.

@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include <fa/cuda/hopper/smem_descriptor.cuh>
+#include <fa/cuda/ptx/mma.cuh>
 
 // wgmma needs the architecture-specific sm_90a target (compute_90a): plain sm_90 lacks it.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -82,6 +83,21 @@ __device__ __forceinline__ void fence_operands(std::uint32_t (&a)[KS][4]) {
   for (int k = 0; k < KS; ++k)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[k][e])::"memory");
+}
+
+// An accumulator rounded to 16 bits as the A operand of _rs wgmmas: the fragments of an m64nN
+// accumulator (float[N / 8][4]), packed in pairs, are the A fragments of N / 16 k-steps (the C → A
+// identity above: two 8-column blocks make one 16-wide k-step). P for O += P·V in the forward; Pᵀ
+// and dSᵀ for dV and dK in the backward.
+template <class T, int NT>
+__device__ __forceinline__ void pack_accumulator_as_a(std::uint32_t (&a)[NT / 2][4], const float (&d)[NT][4]) {
+#pragma unroll
+  for (int ks = 0; ks < NT / 2; ++ks) {
+    a[ks][0] = ptx::pack2<T>(d[2 * ks][0], d[2 * ks][1]);
+    a[ks][1] = ptx::pack2<T>(d[2 * ks][2], d[2 * ks][3]);
+    a[ks][2] = ptx::pack2<T>(d[2 * ks + 1][0], d[2 * ks + 1][1]);
+    a[ks][3] = ptx::pack2<T>(d[2 * ks + 1][2], d[2 * ks + 1][3]);
+  }
 }
 
 template <class T>
