@@ -6,7 +6,7 @@
 // kernel is a wgmma kernel built for sm_90a, given tensor maps built on the host at every launch
 // (Q, dO, K, V, and from rung 3 on the float32 dQ accumulator, which the TMA adds into); the frame
 // around it is stage 08's, shared through common/ (fa/cuda/backward/frame.cuh): D = rowsum(dO∘O)
-// and LSE·log2e before (padded to 128 rows, a multiple of every query tile), the float32 dQ accumulator
+// and LSE·log2e before (padded to 640 rows, a multiple of every query tile), the float32 dQ accumulator
 // zeroed before and converted to 16 bits after. The forward is stage 09's. Limits: D = 64 and 128
 // (D = 256: split_columns.cuh, the stage's kernel only), B·Hq ≤ 65535; grouped heads (Hkv < Hq)
 // from rung 3 on. fastest_backward is what a later stage calls: this stage on Hopper, stage 08
@@ -39,6 +39,7 @@
 #include "10_hopper_backward/ladder/v9_fast_exp.cuh"
 #include "10_hopper_backward/ladder/v10_dq_before_dk.cuh"
 #include "10_hopper_backward/ladder/v11_dv_early.cuh"
+#include "10_hopper_backward/ladder/v12_tiles_of_80.cuh"
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
@@ -75,6 +76,8 @@ template <int D>
 using V10Config = WideQueryTilesConfig<D>;
 template <int D>
 using V11Config = WideQueryTilesConfig<D>;
+template <int D>
+using V12Config = TilesOf80Config<D>;  // query tiles of 80 and one dQ buffer at D = 128
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
@@ -152,6 +155,9 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
     case Rung::dv_early:
       launch_config<T, V11Config<D>, backward_dv_early_kernel<T, V11Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
+    case Rung::tiles_of_80:
+      launch_config<T, V12Config<D>, backward_tiles_of_80_kernel<T, V12Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
   }
 }
 
@@ -182,13 +188,13 @@ void check_problem(Rung rung, const Problem& p, const AttentionInputs& in, Const
                      "or the deterministic variant");
   if (p.kv_heads() != p.heads && (rung == Rung::wgmma || rung == Rung::rows_in_shared))
     throw UsageError("stage 10's rungs 1 and 2 run Hkv = Hq only (grouped heads: rung 3 on)");
-  // Rungs 3 to 11 need the most (rung 2 plus dQ's buffers); every rung is refused together.
+  // Rungs 3 to 12 need the most (rung 2 plus dQ's buffers); every rung is refused together.
   static_assert(V3Config<128>::kSmemBytes >= V2Config<128>::kSmemBytes &&
                     V2Config<128>::kSmemBytes >= V1Config<128>::kSmemBytes,
                 "rung 3 needs more shared memory than rungs 1 and 2");
   constexpr long long kD64 = std::max({V3Config<64>::kSmemBytes, V4Config<64>::kSmemBytes, V6Config<64>::kSmemBytes,
                                        V7Config<64>::kSmemBytes, V8Config<64>::kSmemBytes});
-  constexpr long long kD128 = std::max(V3Config<128>::kSmemBytes, V4Config<128>::kSmemBytes);
+  constexpr long long kD128 = std::max({V3Config<128>::kSmemBytes, V4Config<128>::kSmemBytes, V12Config<128>::kSmemBytes});
   const long long bytes = p.dim == 256 ? SplitColumnsConfig::kSmemBytes : p.dim == 64 ? kD64 : kD128;
   if (const std::string refusal =
           shared_memory_refusal(bytes, "stage 10's backward kernel at D = " + std::to_string(p.dim));

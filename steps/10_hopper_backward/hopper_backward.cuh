@@ -22,7 +22,7 @@ inline const Supports kSupports{.dtypes = {DType::bfloat16, DType::float16}, .di
 // p.dtype (LSE float32), 16-byte aligned, K, V, dK, dV with Hkv heads; dQ, dK, dV written
 // completely. Causal: the bottom-right mask, query tiles above the diagonal skipped. Needs compute
 // capability 9.0 (the build is sm_90a). Extra device memory, as stage 08's: two floats per query row (D and
-// LSE·log2e, padded to 128 rows) and the float32 dQ accumulator (B·H·Nq·D), from ctx's scratch.
+// LSE·log2e, padded to 640 rows) and the float32 dQ accumulator (B·H·Nq·D), from ctx's scratch.
 // Queued on ctx.stream.
 void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensorView o, ConstTensorView lse,
                         ConstTensorView d_o, const AttentionGradients& grads, DeviceContext& ctx);
@@ -37,12 +37,13 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // warpgroup's own barrier after dS's stores at D = 64; rung 8, rung 5 with query tiles of 128 and
 // two warpgroups at D = 64 (rung 6 at D = 128); rung 9, rung 8 with one MUFU.EX2 per exponential;
 // rung 10, the stage's kernel, rung 9 with dQ's products issued before dK's; rung 11, rung 10
-// with dV's products issued before dS is computed. dq_by_tma_ordered: rung 5 with
+// with dV's products issued before dS is computed; rung 12, rung 10 with query tiles of 80 and dQ
+// computed transposed at D = 128 (rung 10 at D = 64). dq_by_tma_ordered: rung 5 with
 // dQ's additions in a fixed order (dq_turns.hpp): bitwise the same dQ on every run, for a wait per
 // query tile; extra device memory, one int per query head and query tile. At D = 256 only the
 // stage's kernel runs (split_columns.cuh).
 enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered, own_dq, ds_by_stmatrix, three_groups,
-                  group_barrier, wide_query_tiles, fast_exp, dq_before_dk, dv_early };
+                  group_barrier, wide_query_tiles, fast_exp, dq_before_dk, dv_early, tiles_of_80 };
 // The rung attention_backward runs at D = 64 and 128.
 inline constexpr Rung kStageRung = Rung::dq_before_dk;
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step10::kSupports;
   spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "own_dq", "stmatrix", "three_groups", "group_barrier",
-                   "wide_query_tiles", "fast_exp", "dq_before_dk", "dv_early", "deterministic"};
+                   "wide_query_tiles", "fast_exp", "dq_before_dk", "dv_early", "tiles_of_80",
+                   "deterministic"};
   spec.notes =
       "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
       "streamed by TMA (Q and dO, two buffers); wgmma for S^T = K.Q^T and dP^T = V.dO^T (both from\n"
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
       "while dK runs).\n"
       "dv_early: dq_before_dk's with dV's products issued as soon as P is ready (they run while dS is\n"
       "computed and stored).\n"
+      "tiles_of_80: dq_before_dk's with query tiles of 80 at D = 128 (dQ computed transposed,\n"
+      "dQ^T = K^T.dS^T, one dQ buffer); at D = 64 the same kernel as dq_before_dk.\n"
       "deterministic: stmatrix's with dQ added key tile by key tile for each query tile (a counter per\n"
       "query tile): the same dQ bit for bit on every run.\n"
       "D = rowsum(dO*O), LSE*log2e and the dQ conversion: stage 08's kernels, shared in common/\n"
@@ -106,6 +109,8 @@ int main(int argc, char** argv) {
                                                   rung(fa::step10::Rung::dq_before_dk)));
   def.variants.push_back(fa::gpu_backward_variant("10", "dv_early", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::dv_early)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "tiles_of_80", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::tiles_of_80)));
   def.variants.push_back(fa::gpu_backward_variant("10", "deterministic", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::dq_by_tma_ordered)));
   // The previous stage beside it, same dtype: the chart's comparison.

@@ -54,12 +54,14 @@ namespace fa::step10 {
 using namespace hopper;  // TMA and wgmma wrappers (common/cuda/include/fa/cuda/hopper/)
 
 // The tile shape: head dim D (64 or 128), kGroups warpgroups of 64 keys (Bc = 64·kGroups), query
-// tiles of Br = 64 (from rung 8 on 128 at D = 64: ladder/v8_wide_query_tiles.cuh; a divisor of the
-// per-row arrays' padding, bwd::kRowPadding), two Q/dO buffers.
-template <int D_, int kGroups_, int kBr_ = 64>
+// tiles of Br = 64 (from rung 8 on 128 at D = 64: ladder/v8_wide_query_tiles.cuh; from rung 12 on 80
+// at D = 128: ladder/v12_dq_transposed.cuh; a divisor of the per-row arrays' padding,
+// bwd::kRowPadding), two Q/dO buffers and kDqStages buffers for dQ (two; one from rung 12 on at
+// D = 128, where two do not fit).
+template <int D_, int kGroups_, int kBr_ = 64, int kDqStages_ = 2>
 struct DqByTmaConfig {
   static constexpr int D = D_, kGroups = kGroups_;
-  static constexpr int kBc = 64 * kGroups, kBr = kBr_, kThreads = 128 * kGroups, kStages = 2;
+  static constexpr int kBc = 64 * kGroups, kBr = kBr_, kThreads = 128 * kGroups, kStages = 2, kDqStages = kDqStages_;
   using KVTile = tc::SwizzledTile<kBc, D>;  // K, V: [keys][D]
   using QTile = tc::SwizzledTile<kBr, D>;   // Q, dO: [queries][D]
   using DsTile = tc::SwizzledTile<kBr, kBc>;  // dS: [queries][keys], K-major for dQ = dS·K
@@ -67,20 +69,21 @@ struct DqByTmaConfig {
                        kDsBytes = DsTile::kElements * 2;
   // dQ = dS·K is Br × D: blocks of 64 query rows × 64 columns, one wgmma accumulator each. Each
   // warpgroup takes whole blocks over all Bc keys when there are enough of them (D = 128: one column
-  // block each; Br = 128: one row block each), else every block over its own 64 keys.
+  // block each; Br = 128: one row block each), else every block over its own 64 keys. (Computed
+  // transposed, rung 12, dQᵀ = Kᵀ·dSᵀ is D × Br: one block of 64 columns of D × Br queries each.)
   static constexpr int kDqRowBlocks = kBr / 64, kDqColumnBlocks = D / 64;
   static constexpr bool kDqSplitsKeys = kDqRowBlocks * kDqColumnBlocks < kGroups;
   // Per stage, the query tile's LSE·log2e and D (Br floats each), brought with Q and dO.
   static constexpr int kRowsBytes = 2 * kBr * 4;
-  // Per stage, dQ's buffer: kDqParts tiles of Br rows × D floats (one per warpgroup when they split
+  // Per dQ stage, dQ's buffer: kDqParts tiles of Br rows × D floats (one per warpgroup when they split
   // the keys and both add to every element, else one that they divide by columns), each in boxes
   // of Br rows × 32 floats in the 128-byte swizzle: the layout the TMA reads for its reduce-add.
   static constexpr int kDqParts = kDqSplitsKeys ? kGroups : 1;
   static constexpr int kDqBoxFloats = kBr * hopper::kFloatBoxColumns;
   static constexpr int kDqBytes = kDqParts * (D / hopper::kFloatBoxColumns) * kDqBoxFloats * 4;
-  // K, V, then kStages × (Q, dO), dS, kStages × dQ, kStages × (LSE·log2e, D), then the mbarriers
+  // K, V, then kStages × (Q, dO), dS, kDqStages × dQ, kStages × (LSE·log2e, D), then the mbarriers
   // (K/V's and one per stage); +1024 to align.
-  static constexpr int kSmemBytes = 2 * kKVBytes + 2 * kStages * kQBytes + kDsBytes + kStages * kDqBytes +
+  static constexpr int kSmemBytes = 2 * kKVBytes + 2 * kStages * kQBytes + kDsBytes + kDqStages * kDqBytes +
                                     kStages * kRowsBytes + 8 * (1 + kStages) + 1024;
   // Every tile starts 1024-byte aligned (the swizzle's period) if each size is a multiple of it.
   static_assert(bwd::kRowPadding % kBr == 0, "the per-row arrays are padded to whole query tiles");
@@ -108,9 +111,12 @@ struct DqByTmaConfig {
 //     shared memory run while the tensor cores compute dK; each warpgroup has one dQ block.
 //   dv_early: dV's products issued as soon as P is packed (rung 11), so that they run while dS is
 //     computed and stored.
+//   dq_transposed: dQ computed as its transpose, dQᵀ = Kᵀ·dSᵀ (rung 12): M = 64 columns of D per
+//     warpgroup, N = Br queries, so that Br need not be a multiple of 64 (wgmma's M); stored into
+//     dQ's buffer one float at a time, transposed back.
 struct DqTmaOptions {
   static constexpr bool ordered = false, stmatrix = false, group_barrier = false, fast_exp = false,
-                        dq_before_dk = false, dv_early = false;
+                        dq_before_dk = false, dv_early = false, dq_transposed = false;
 };
 
 template <class T, class C, class Options = DqTmaOptions>
@@ -119,7 +125,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                            const int heads_per_kv, int* dq_turns, const int query_tiles) {
   constexpr bool kOrdered = Options::ordered, kStmatrix = Options::stmatrix, kGroupBarrier = Options::group_barrier;
   constexpr bool kFastExp = Options::fast_exp, kDqBeforeDk = Options::dq_before_dk, kDvEarly = Options::dv_early;
+  constexpr bool kDqTransposed = Options::dq_transposed, kOneDqBuffer = C::kDqStages == 1;
   constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, NQ = Br / 8, ND = D / 8;
+  static_assert(kDqTransposed ? (kDqBeforeDk && D / 64 == C::kGroups) : Br % 64 == 0,
+                "dQ in blocks of 64 query rows, or transposed: one block of 64 columns of D per warpgroup");
+  static_assert(!(kOneDqBuffer && kGroupBarrier), "one dQ buffer: its wait is passed on by the block barrier after dS");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
   T* k_tile = reinterpret_cast<T*>(smem);
@@ -129,9 +139,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   auto do_tile = [&](int s) { return qdo_tiles + (2 * s + 1) * C::QTile::kElements; };
   T* ds_tile = reinterpret_cast<T*>(smem + 2 * C::kKVBytes + 2 * C::kStages * C::kQBytes);
   float* dq_tiles = reinterpret_cast<float*>(smem + 2 * C::kKVBytes + 2 * C::kStages * C::kQBytes + C::kDsBytes);
-  // Stage s's dQ part p: D / 32 boxes of Br × 32 floats.
-  auto dq_part = [&](int s, int p) { return dq_tiles + (s * C::kDqParts + p) * (D / kFloatBoxColumns) * C::kDqBoxFloats; };
-  float* rows = dq_tiles + C::kStages * C::kDqBytes / 4;
+  // Step m's dQ part p (buffer m mod kDqStages): D / 32 boxes of Br × 32 floats.
+  auto dq_part = [&](int m, int p) {
+    return dq_tiles + ((m % C::kDqStages) * C::kDqParts + p) * (D / kFloatBoxColumns) * C::kDqBoxFloats;
+  };
+  float* rows = dq_tiles + C::kDqStages * C::kDqBytes / 4;
   auto lse2_tile = [&](int s) { return rows + (2 * s) * Br; };  // stage s: LSE·log2e, then D
   auto delta_tile = [&](int s) { return rows + (2 * s + 1) * Br; };
   std::uint64_t* kv_full = reinterpret_cast<std::uint64_t*>(rows + 2 * C::kStages * Br);
@@ -194,9 +206,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // Stage s ^ 1 was freed by the block barrier that ended step m − 1. dQ's buffer s was last
     // handed to the TMA at step m − 2: thread 0 waits until that reduce-add has read it (the one of
     // step m − 1 may still run); the block barrier after dS's stores passes that on to everyone.
+    // (With one dQ buffer the wait is for step m − 1's, later: just before that barrier.)
     if (threadIdx.x == 0) {
       if (m + 1 < steps) load_qdo(m + 1);
-      if constexpr (!kGroupBarrier) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<1>{});
+      if constexpr (!kGroupBarrier && !kOneDqBuffer) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<1>{});
     }
     barrier_wait(&qdo_full[s], static_cast<std::uint32_t>((m / C::kStages) & 1));  // Q_i, dO_i landed
     const auto q_addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(q_tile(s)));
@@ -277,6 +290,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if constexpr (!(kDvEarly && kDqBeforeDk)) wgmma_commit();  // dV and/or dK: one group
 
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dS's stores, visible to the tensor cores
+    if (kOneDqBuffer && threadIdx.x == 0) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
     if constexpr (kGroupBarrier && C::kDqSplitsKeys)
       ptx::named_barrier_sync(1 + group, 128);  // this warpgroup's keys of dS stored: all its dQ reads
     else
@@ -298,13 +312,56 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // c of the tile is column c mod 32 of box c / 32, whose 16-byte chunk k of row r sits at chunk
     // k XOR (r mod 8). A store of a warp then writes 8 rows × 32 bytes in 8 different chunk
     // positions: two wavefronts, no conflict.
+    // With dq_before_dk, once a warpgroup's (one) dQ block is issued: dK queued behind it, and the
+    // wait lets it run (the last group) while the block is stored; dV's group and dQ's are done.
+    auto queue_dk_behind_dq = [&] {
+      issue_dk();
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_accumulators(dv);
+      fence_operands(pa);
+    };
     constexpr int kBlocks = C::kDqRowBlocks * C::kDqColumnBlocks;
-    static_assert(!kDqBeforeDk || (C::kDqSplitsKeys ? kBlocks == 1 : kBlocks == C::kGroups),
+    static_assert(kDqTransposed || !kDqBeforeDk || (C::kDqSplitsKeys ? kBlocks == 1 : kBlocks == C::kGroups),
                   "dq_before_dk: one dQ block per warpgroup (dK is issued behind it)");
+    if constexpr (kDqTransposed) {
+      // dQᵀ = Kᵀ·dSᵀ: this warpgroup's 64 columns of D (M) × the Br queries (N), over all Bc keys.
+      // A is K's column block `group` read as its transpose (MN-major: D is K's contiguous
+      // dimension), B is dS as stored ([queries][keys]: K-major, as Q is for Sᵀ = K·Qᵀ).
+      float dqt[NQ][4];
+      const std::uint32_t k_block = k_addr + group * Bc * 64 * sizeof(T);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < Bc / 16; ++ks)
+        wgmma_ss_mn_major_a<T, 0>(dqt, mn_major_step<T>(k_block, ks, Bc), k_major_step<T>(ds_addr, ks, Br), ks > 0);
+      wgmma_commit();
+      queue_dk_behind_dq();
+      fence_accumulators(dqt);
+      // Element (j, e) is dQ[query 8j + 2t + (e & 1)][column 64·group + 16(warp mod 4) + g + 8(e ≥ 2)]:
+      // one float per store. Column c sits in box c / 32 at 16-byte chunk (c mod 32) / 4 XOR
+      // (row mod 8), and row mod 8 = 2t + (e & 1) for every j: four base addresses, rows 8j apart.
+      // A warp's store writes 8 columns (two chunks) × 4 rows, the chunks XORed with four different
+      // row residues: 8 distinct chunks, 32 banks, no conflict.
+      float* part = dq_part(m, 0);
+      float* at[2][2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int odd = 0; odd < 2; ++odd) {
+          const int col = 64 * group + 16 * (warp % 4) + g + 8 * h, in_box = col % kFloatBoxColumns;
+          const int row = 2 * t + odd;
+          at[h][odd] = part + (col / kFloatBoxColumns) * C::kDqBoxFloats + row * kFloatBoxColumns +
+                       (((in_box / 4) ^ row) * 4) + in_box % 4;
+        }
+#pragma unroll
+      for (int j = 0; j < NQ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) at[e >= 2][e & 1][8 * j * kFloatBoxColumns] = dqt[j][e];
+    }
     constexpr int kSteps = C::kDqSplitsKeys ? 4 : Bc / 16;  // k-steps of 16 keys
     const int step0 = C::kDqSplitsKeys ? 4 * group : 0;  // this warpgroup's keys, or all of them
     const int block_first = C::kDqSplitsKeys ? 0 : group, block_stride = C::kDqSplitsKeys ? 1 : C::kGroups;
-    for (int blk = block_first; blk < kBlocks; blk += block_stride) {
+    for (int blk = block_first; !kDqTransposed && blk < kBlocks; blk += block_stride) {
       const int rb = blk / C::kDqColumnBlocks, cb = blk % C::kDqColumnBlocks;  // rows 64·rb.., columns 64·cb..
       float dq[8][4];
       const std::uint32_t ds_rows = ds_addr + rb * 64 * 64 * sizeof(T);  // row block rb of dS: 64 rows in
@@ -315,19 +372,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         wgmma_ss<T, 1>(dq, k_major_step<T>(ds_rows, step0 + ks, Br), mn_major_step<T>(k_block, step0 + ks, Bc),
                        ks > 0);
       wgmma_commit();
-      if constexpr (kDqBeforeDk) {
-        // dK queued behind dQ: the wait lets it run (the last group) while this block's dQ is
-        // stored; dV's group and dQ's are done.
-        issue_dk();
-        wgmma_commit();
-        wgmma_wait<1>();
-        fence_accumulators(dv);
-        fence_operands(pa);
-      } else {
+      if constexpr (kDqBeforeDk)
+        queue_dk_behind_dq();
+      else
         wgmma_wait<0>();
-      }
       fence_accumulators(dq);
-      float* part = dq_part(s, C::kDqSplitsKeys ? group : 0);
+      float* part = dq_part(m, C::kDqSplitsKeys ? group : 0);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = 64 * rb + 16 * (warp % 4) + g + 8 * h;  // rows past Nq hold zeros; the TMA skips them
@@ -365,7 +415,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         for (int b = 0; b < D / kFloatBoxColumns; ++b) {
           const std::int32_t coords[3] = {b * kFloatBoxColumns, q0, q_head};
           cuda::ptx::cp_reduce_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add,
-                                                 &maps.dq, coords, dq_part(s, p) + b * C::kDqBoxFloats);
+                                                 &maps.dq, coords, dq_part(m, p) + b * C::kDqBoxFloats);
         }
       cuda::ptx::cp_async_bulk_commit_group();
       if constexpr (kOrdered) {

@@ -96,13 +96,15 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
   // stmatrix: a misplaced tile shows in dQ alone), rung 6 (at D = 64 key tiles of 192: Nk = 450
   // is two whole tiles and a tail), rung 7 (a warpgroup's own barrier mid-step at D = 64) and
   // rung 8 (at D = 64 query tiles of 128: Nq = 333 is two whole tiles and a tail, dQ by row blocks),
-  // rung 9 (P by ex2.approx), rung 10 (dK's products behind dQ's) and rung 11 (dV's before dS).
+  // rung 9 (P by ex2.approx), rung 10 (dK's products behind dQ's), rung 11 (dV's before dS) and
+  // rung 12 (at D = 128 query tiles of 80: Nq = 333 is four whole tiles and a tail, dQ transposed
+  // through one buffer reused at every tile).
   int cases = 0;
   for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma, fa::step10::Rung::own_dq,
                                       fa::step10::Rung::ds_by_stmatrix, fa::step10::Rung::three_groups,
                                       fa::step10::Rung::group_barrier, fa::step10::Rung::wide_query_tiles,
                                       fa::step10::Rung::fast_exp, fa::step10::Rung::dq_before_dk,
-                                      fa::step10::Rung::dv_early}) {
+                                      fa::step10::Rung::dv_early, fa::step10::Rung::tiles_of_80}) {
     const fa::DeviceBackward backward = [rung](const fa::Problem& pp, const fa::AttentionInputs& in,
                                                fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
                                                const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
@@ -124,12 +126,13 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
                              : rung == fa::step10::Rung::wide_query_tiles ? "rung 8 "
                              : rung == fa::step10::Rung::fast_exp       ? "rung 9 "
                              : rung == fa::step10::Rung::dq_before_dk   ? "rung 10 "
-                                                                        : "rung 11 ";
+                             : rung == fa::step10::Rung::dv_early       ? "rung 11 "
+                                                                        : "rung 12 ";
           check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           ++cases;
         }
   }
-  CHECK(cases == 200);
+  CHECK(cases == 220);
 }
 
 TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 3 and Hkv = 1)") {
@@ -146,7 +149,7 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
           p.heads_kv = h.hkv;
           const fa::AttentionData data = inputs(p, 800 + cases);
           check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
-          // Rungs 4 to 11 too (rung 4: a warpgroup walks the group's heads on its own).
+          // Rungs 4 to 12 too (rung 4: a warpgroup walks the group's heads on its own).
           for (const auto& [rung, name] : {std::pair{fa::step10::Rung::own_dq, "rung 4 "},
                                            std::pair{fa::step10::Rung::ds_by_stmatrix, "rung 5 "},
                                            std::pair{fa::step10::Rung::three_groups, "rung 6 "},
@@ -154,7 +157,8 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
                                            std::pair{fa::step10::Rung::wide_query_tiles, "rung 8 "},
                                            std::pair{fa::step10::Rung::fast_exp, "rung 9 "},
                                            std::pair{fa::step10::Rung::dq_before_dk, "rung 10 "},
-                                           std::pair{fa::step10::Rung::dv_early, "rung 11 "}}) {
+                                           std::pair{fa::step10::Rung::dv_early, "rung 11 "},
+                                           std::pair{fa::step10::Rung::tiles_of_80, "rung 12 "}}) {
             const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung_backward(rung));
             check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           }
@@ -296,7 +300,7 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
   using fa::step10::Rung;
   for (const Rung rung : {Rung::wgmma, Rung::rows_in_shared, Rung::dq_by_tma, Rung::own_dq, Rung::ds_by_stmatrix,
                           Rung::three_groups, Rung::group_barrier, Rung::wide_query_tiles, Rung::fast_exp,
-                          Rung::dq_before_dk, Rung::dv_early, Rung::dq_by_tma_ordered})
+                          Rung::dq_before_dk, Rung::dv_early, Rung::tiles_of_80, Rung::dq_by_tma_ordered})
     if (rung != fa::step10::kStageRung)
       CHECK_THROWS_AS(fa::run_once(p256, inputs(p256, 1), none, rung_backward(rung)), fa::UsageError);
   fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);

@@ -12,8 +12,9 @@
 namespace fa::bwd {
 
 // The per-row arrays (D, LSE·log2e) are padded to a multiple of this many rows per head: a multiple
-// of every key-tile kernel's query tile, so that a tile reads them without a bounds check.
-inline constexpr int kRowPadding = 128;
+// of every key-tile kernel's query tile (64, 80 or 128 rows), so that a tile reads them without a
+// bounds check.
+inline constexpr int kRowPadding = 640;
 
 // One launch: [B·H, N, D] tensors (T = __half or __nv_bfloat16), contiguous.
 template <class T>

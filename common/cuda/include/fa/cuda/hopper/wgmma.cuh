@@ -117,6 +117,10 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
 #define FA_WGMMA_D_N64 \
       "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define FA_WGMMA_D_N80 \
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
+      "%32,%33,%34,%35,%36,%37,%38,%39"
 #define FA_WGMMA_D_N128 \
       "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15," \
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
@@ -134,6 +138,10 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
 #define FA_WGMMA_OUT_N64 \
     FA_WGMMA_OUT4(0), FA_WGMMA_OUT4(1), FA_WGMMA_OUT4(2), FA_WGMMA_OUT4(3), \
     FA_WGMMA_OUT4(4), FA_WGMMA_OUT4(5), FA_WGMMA_OUT4(6), FA_WGMMA_OUT4(7)
+#define FA_WGMMA_OUT_N80 \
+    FA_WGMMA_OUT4(0), FA_WGMMA_OUT4(1), FA_WGMMA_OUT4(2), FA_WGMMA_OUT4(3), \
+    FA_WGMMA_OUT4(4), FA_WGMMA_OUT4(5), FA_WGMMA_OUT4(6), FA_WGMMA_OUT4(7), \
+    FA_WGMMA_OUT4(8), FA_WGMMA_OUT4(9)
 #define FA_WGMMA_OUT_N128 \
     FA_WGMMA_OUT4(0), FA_WGMMA_OUT4(1), FA_WGMMA_OUT4(2), FA_WGMMA_OUT4(3), \
     FA_WGMMA_OUT4(4), FA_WGMMA_OUT4(5), FA_WGMMA_OUT4(6), FA_WGMMA_OUT4(7), \
@@ -149,25 +157,30 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
     FA_WGMMA_OUT4(24), FA_WGMMA_OUT4(25), FA_WGMMA_OUT4(26), FA_WGMMA_OUT4(27), \
     FA_WGMMA_OUT4(28), FA_WGMMA_OUT4(29), FA_WGMMA_OUT4(30), FA_WGMMA_OUT4(31)
 
-// One instruction: AB is "bf16" or "f16", N 64, 128 or 256; the operands after the
+// One instruction: AB is "bf16" or "f16", N 64, 80, 128 or 256; the operands after the
 // accumulators are A (a descriptor, or four registers), B's descriptor, scale_d (into the
-// predicate p) and the transpose flag of B.
+// predicate p) and the transpose flags (of A in the _ss forms, and of B).
 #define FA_WGMMA_M64N64_SS(AB) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " {" FA_WGMMA_D_N64 \
-               "}, %32, %33, p, 1, 1, 0, %35;\n}\n" \
-               : FA_WGMMA_OUT_N64 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB))
+               "}, %32, %33, p, 1, 1, %35, %36;\n}\n" \
+               : FA_WGMMA_OUT_N64 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
 #define FA_WGMMA_M64N64_RS(AB) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB "." AB " {" FA_WGMMA_D_N64 \
                "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n" \
                : FA_WGMMA_OUT_N64 \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB))
+#define FA_WGMMA_M64N80_SS(AB) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n" \
+               "wgmma.mma_async.sync.aligned.m64n80k16.f32." AB "." AB " {" FA_WGMMA_D_N80 \
+               "}, %40, %41, p, 1, 1, %43, %44;\n}\n" \
+               : FA_WGMMA_OUT_N80 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
 #define FA_WGMMA_M64N128_SS(AB) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " {" FA_WGMMA_D_N128 \
-               "}, %64, %65, p, 1, 1, 0, %67;\n}\n" \
-               : FA_WGMMA_OUT_N128 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransB))
+               "}, %64, %65, p, 1, 1, %67, %68;\n}\n" \
+               : FA_WGMMA_OUT_N128 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
 #define FA_WGMMA_M64N128_RS(AB) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB "." AB " {" FA_WGMMA_D_N128 \
@@ -181,10 +194,11 @@ __device__ __forceinline__ void no_wgmma(float (&)[NT][4]) {
                : FA_WGMMA_OUT_N256 \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB))
 
-// D (64 × N) = A·B + (scale_d ? D : 0), one k-step of 16. _ss: A from shared memory (desc_a,
-// K-major); _rs: A from registers (mma.sync's A fragment of the warp's 16 rows). kTransB: 0 for a
-// K-major B, 1 for an MN-major B. scale_d = 0 ignores the accumulator's old value (the first k-step).
-template <class T, int kTransB>
+// D (64 × N) = A·B + (scale_d ? D : 0), one k-step of 16. _ss: A from shared memory (desc_a;
+// kTransA 0 for a K-major A, 1 for an MN-major one); _rs: A from registers (mma.sync's A fragment of
+// the warp's 16 rows). kTransB: 0 for a K-major B, 1 for an MN-major B. scale_d = 0 ignores the
+// accumulator's old value (the first k-step).
+template <class T, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[8][4], std::uint64_t desc_a, std::uint64_t desc_b,
                                                    int scale_d) {
   check_operand_type<T>();
@@ -214,7 +228,23 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const std::
 #endif
 }
 
-template <class T, int kTransB>
+// N = 80: the backward's query tiles of 80 rows at D = 128 (stage 10).
+template <class T, int kTransB, int kTransA = 0>
+__device__ __forceinline__ void wgmma_m64n80k16_ss(float (&d)[10][4], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                   int scale_d) {
+  check_operand_type<T>();
+#if FA_HAVE_WGMMA
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    FA_WGMMA_M64N80_SS("bf16");
+  } else {
+    FA_WGMMA_M64N80_SS("f16");
+  }
+#else
+  no_wgmma(d);
+#endif
+}
+
+template <class T, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], std::uint64_t desc_a, std::uint64_t desc_b,
                                                     int scale_d) {
   check_operand_type<T>();
@@ -261,24 +291,34 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[32][4], const std
 }
 #undef FA_WGMMA_M64N64_SS
 #undef FA_WGMMA_M64N64_RS
+#undef FA_WGMMA_M64N80_SS
 #undef FA_WGMMA_M64N128_SS
 #undef FA_WGMMA_M64N128_RS
 #undef FA_WGMMA_M64N256_RS
 #undef FA_WGMMA_OUT4
 #undef FA_WGMMA_D_N64
+#undef FA_WGMMA_D_N80
 #undef FA_WGMMA_D_N128
 #undef FA_WGMMA_D_N256
 #undef FA_WGMMA_OUT_N64
+#undef FA_WGMMA_OUT_N80
 #undef FA_WGMMA_OUT_N128
 #undef FA_WGMMA_OUT_N256
 
-// The product for the accumulator's width: N = 8·NT (64 or 128 from shared memory; 64, 128 or 256
-// with A from registers).
-template <class T, int kTransB, int NT>
+// The product for the accumulator's width: N = 8·NT (64, 80 or 128 from shared memory; 64, 128 or
+// 256 with A from registers). wgmma_ss reads a K-major A; wgmma_ss_mn_major_a an MN-major one (A's
+// rows contiguous: a tile stored [k][m], read as its transpose).
+template <class T, int kTransB, int NT, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[NT][4], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d) {
-  static_assert(NT == 8 || NT == 16, "wgmma_ss: N = 64 or 128");
-  if constexpr (NT == 8) wgmma_m64n64k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
-  else wgmma_m64n128k16_ss<T, kTransB>(d, desc_a, desc_b, scale_d);
+  static_assert(NT == 8 || NT == 10 || NT == 16, "wgmma_ss: N = 64, 80 or 128");
+  if constexpr (NT == 8) wgmma_m64n64k16_ss<T, kTransB, kTransA>(d, desc_a, desc_b, scale_d);
+  else if constexpr (NT == 10) wgmma_m64n80k16_ss<T, kTransB, kTransA>(d, desc_a, desc_b, scale_d);
+  else wgmma_m64n128k16_ss<T, kTransB, kTransA>(d, desc_a, desc_b, scale_d);
+}
+template <class T, int kTransB, int NT>
+__device__ __forceinline__ void wgmma_ss_mn_major_a(float (&d)[NT][4], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                    int scale_d) {
+  wgmma_ss<T, kTransB, NT, 1>(d, desc_a, desc_b, scale_d);
 }
 template <class T, int kTransB, int NT>
 __device__ __forceinline__ void wgmma_rs(float (&d)[NT][4], const std::uint32_t (&a)[4], std::uint64_t desc_b,
