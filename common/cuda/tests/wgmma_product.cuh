@@ -4,8 +4,9 @@
 // the one exercise ex09's checks run through the learner's descriptors (its folder comes first on
 // the include path, so the kernel below is compiled with the learner's smem_descriptor.cuh).
 //
-// A (64 × K) is stored [64][K]; B (K × N) is stored [N][K] (K-major, as K is for S = Q·Kᵀ) or, with
-// kTransB = 1, [K][N] (MN-major, as V is for O = P·V). kRs: A from registers (ldmatrix), as P is.
+// A (64 × K) is stored [64][K] or, with kTransA = 1, [K][64] (MN-major, as K is for dQᵀ = Kᵀ·dSᵀ
+// in stage 10); B (K × N) is stored [N][K] (K-major, as K is for S = Q·Kᵀ) or, with kTransB = 1,
+// [K][N] (MN-major, as V is for O = P·V). kRs: A from registers (ldmatrix), as P is.
 #pragma once
 
 #include <cuda/ptx>
@@ -23,18 +24,22 @@
 
 namespace fa::testing {
 
-// The product of one configuration: kRs (A from registers), kTransB (B MN-major).
-template <class T, int N, int K, bool kRs, int kTransB>
+// The product of one configuration: kRs (A from registers), kTransB (B MN-major), kTransA (A
+// MN-major, from shared memory).
+template <class T, int N, int K, bool kRs, int kTransB, int kTransA>
 __global__ void __launch_bounds__(128) wgmma_product_kernel(const T* a, const T* b, float* d) {
-  using ATile = tc::SwizzledTile<64, K>;
+  static_assert(!(kRs && kTransA == 1), "an MN-major A is read from shared memory");
+  static_assert(N != 80 || (kTransB == 0 && !kRs), "N = 80: A from shared memory, B K-major (stage 10's dQᵀ)");
+  using ATile = std::conditional_t<kTransA == 1, tc::SwizzledTile<K, 64>, tc::SwizzledTile<64, K>>;
   using BTile = std::conditional_t<kTransB == 1, tc::SwizzledTile<K, N>, tc::SwizzledTile<N, K>>;
   __shared__ __align__(1024) T a_s[ATile::kElements];
   __shared__ __align__(1024) T b_s[BTile::kElements];
   constexpr int kBRows = kTransB == 1 ? K : N, kBCols = kTransB == 1 ? N : K;
   // Plain stores, 16 bytes at a time, into the swizzled places.
+  constexpr int kACols = kTransA == 1 ? 64 : K;
   for (int c = threadIdx.x; c < 64 * K / 8; c += 128) {
-    const int r = c / (K / 8), col = c % (K / 8) * 8;
-    *reinterpret_cast<uint4*>(a_s + ATile::offset(r, col)) = *reinterpret_cast<const uint4*>(a + r * K + col);
+    const int r = c / (kACols / 8), col = c % (kACols / 8) * 8;
+    *reinterpret_cast<uint4*>(a_s + ATile::offset(r, col)) = *reinterpret_cast<const uint4*>(a + r * kACols + col);
   }
   for (int c = threadIdx.x; c < kBRows * kBCols / 8; c += 128) {
     const int r = c / (kBCols / 8), col = c % (kBCols / 8) * 8;
@@ -64,7 +69,11 @@ __global__ void __launch_bounds__(128) wgmma_product_kernel(const T* a, const T*
   for (int s = 0; s < kSteps; ++s) {
     const std::uint64_t desc_b =
         kTransB == 1 ? hopper::mn_major_step<T>(b_addr, s, K) : hopper::k_major_step<T>(b_addr, s, N);
-    if constexpr (N == 64) {
+    const std::uint64_t desc_a =
+        kTransA == 1 ? hopper::mn_major_step<T>(a_addr, s, K) : hopper::k_major_step<T>(a_addr, s, 64);
+    if constexpr (kTransA == 1 || N == 80) {
+      hopper::wgmma_ss<T, kTransB, N / 8, kTransA>(acc, desc_a, desc_b, s > 0);
+    } else if constexpr (N == 64) {
       if constexpr (kRs) hopper::wgmma_m64n64k16_rs<T, kTransB>(acc, a_frag[s], desc_b, s > 0);
       else hopper::wgmma_m64n64k16_ss<T, kTransB>(acc, hopper::k_major_step<T>(a_addr, s, 64), desc_b, s > 0);
     } else if constexpr (N == 128) {
@@ -101,7 +110,7 @@ __global__ void wgmma_descriptor_probe_kernel(std::uint64_t* out) {
 // start as NaN (the first k-step ignores them), so an element nobody writes, or a descriptor that
 // points anywhere else, fails. A descriptor that is still 0 (an exercise's placeholder) is never
 // handed to the tensor cores: D is returned as NaN.
-template <class T, int N, int K, bool kRs, int kTransB>
+template <class T, int N, int K, bool kRs, int kTransB, int kTransA = 0>
 std::vector<float> run_wgmma_product(const std::vector<T>& a, const std::vector<T>& b) {
   MemoryMeter meter;
   DeviceBuffer<std::uint64_t> probe(meter, 3);
@@ -117,7 +126,7 @@ std::vector<float> run_wgmma_product(const std::vector<T>& a, const std::vector<
   a_d.upload(a.data(), a.size());
   b_d.upload(b.data(), b.size());
   d_d.poison();
-  wgmma_product_kernel<T, N, K, kRs, kTransB><<<1, 128>>>(a_d.data(), b_d.data(), d_d.data());
+  wgmma_product_kernel<T, N, K, kRs, kTransB, kTransA><<<1, 128>>>(a_d.data(), b_d.data(), d_d.data());
   FA_CUDA_CHECK_LAUNCH();
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   d_d.download(d.data(), d.size());
