@@ -45,7 +45,7 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered, own_dq, ds_by_stmatrix, three_groups,
                   group_barrier, wide_query_tiles, fast_exp, dq_before_dk, dv_early, tiles_of_80 };
 // The rung attention_backward runs at D = 64 and 128.
-inline constexpr Rung kStageRung = Rung::dq_before_dk;
+inline constexpr Rung kStageRung = Rung::tiles_of_80;
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx);
