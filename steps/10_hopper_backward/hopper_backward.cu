@@ -52,8 +52,8 @@ namespace {
 
 // Rungs 1 to 5: two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at
 // D = 128 that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per
-// SM (and from rung 3 on 64 KiB of dQ's buffers). The stage's kernel is rung 10 (rung 11
-// measured slower).
+// SM (and from rung 3 on 64 KiB of dQ's buffers). The stage's kernel is rung 12 (query tiles of
+// 80 at D = 128, rung 10 at D = 64; rung 11 measured slower).
 template <int D>
 using V1Config = WgmmaBackwardConfig<D, 2>;
 template <int D>

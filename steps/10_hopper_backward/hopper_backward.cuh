@@ -36,8 +36,8 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // rung 5 with three warpgroups at D = 64 (at D = 128 it is rung 5); rung 7, rung 6 with each
 // warpgroup's own barrier after dS's stores at D = 64; rung 8, rung 5 with query tiles of 128 and
 // two warpgroups at D = 64 (rung 6 at D = 128); rung 9, rung 8 with one MUFU.EX2 per exponential;
-// rung 10, the stage's kernel, rung 9 with dQ's products issued before dK's; rung 11, rung 10
-// with dV's products issued before dS is computed; rung 12, rung 10 with query tiles of 80 and dQ
+// rung 10, rung 9 with dQ's products issued before dK's; rung 11, rung 10 with dV's products
+// issued before dS is computed; rung 12, the stage's kernel, rung 10 with query tiles of 80 and dQ
 // computed transposed at D = 128 (rung 10 at D = 64). dq_by_tma_ordered: rung 5 with
 // dQ's additions in a fixed order (dq_turns.hpp): bitwise the same dQ on every run, for a wait per
 // query tile; extra device memory, one int per query head and query tile. At D = 256 only the

@@ -4,7 +4,7 @@
 // rows, with the tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time.
 // Needs a GPU of compute capability 9.0 (the build is sm_90a): elsewhere it prints why and exits 77.
 //
-// What changed from stage 08's main: the variants are the ladder's rungs (ladder/; rung 10,
+// What changed from stage 08's main: the variants are the ladder's rungs (ladder/; rung 12,
 // kStageRung, is the stage's kernel), the comparison is stage 08, and the forward is stage 09's.
 //
 //   build/steps/10_hopper_backward/step10_hopper_backward                 the default sweep, bf16
@@ -53,11 +53,11 @@ int main(int argc, char** argv) {
       "wide_query_tiles: stmatrix's with query tiles of 128 and two warpgroups at D = 64 (S^T and dP^T\n"
       "64 keys x 128 queries a warpgroup, dQ split by rows); at D = 128 the same kernel as three_groups.\n"
       "fast_exp: wide_query_tiles's with one MUFU.EX2 per exponential (ex2.approx.ftz, not exp2f).\n"
-      "dq_before_dk (the stage's kernel): fast_exp's with dQ's products issued before dK's (dQ stored\n"
+      "dq_before_dk: fast_exp's with dQ's products issued before dK's (dQ stored\n"
       "while dK runs).\n"
       "dv_early: dq_before_dk's with dV's products issued as soon as P is ready (they run while dS is\n"
       "computed and stored).\n"
-      "tiles_of_80: dq_before_dk's with query tiles of 80 at D = 128 (dQ computed transposed,\n"
+      "tiles_of_80 (the stage's kernel): dq_before_dk's with query tiles of 80 at D = 128 (dQ computed transposed,\n"
       "dQ^T = K^T.dS^T, one dQ buffer); at D = 64 the same kernel as dq_before_dk.\n"
       "deterministic: stmatrix's with dQ added key tile by key tile for each query tile (a counter per\n"
       "query tile): the same dQ bit for bit on every run.\n"
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   fa::StageDefinition def;
   def.id = "10";
   def.pass = fa::Pass::backward;
-  // The ladder's rungs in order, each launched the stage's way; rung 10 (kStageRung) is the stage's kernel.
+  // The ladder's rungs in order, each launched the stage's way; rung 12 (kStageRung) is the stage's kernel.
   const auto rung = [](fa::step10::Rung r) {
     return [r](const fa::Problem& p, const fa::AttentionInputs& in, fa::ConstTensorView o, fa::ConstTensorView lse,
                fa::ConstTensorView d_o, const fa::AttentionGradients& g, fa::DeviceContext& ctx) {

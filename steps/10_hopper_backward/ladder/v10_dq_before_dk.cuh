@@ -26,9 +26,9 @@
 //
 // Measured (one H200, bf16, the paper shapes at N = 4k and 16k, causal and not, one run beside rungs 6 and
 // 8 to 11: docs/results/compare_10_rung10_h200.json): 0.987-1.018× rung 9, below the prediction and inside the
-// run's spread; faster at seven of the eight shapes, slower at D = 64, causal, 16k. The stage's
-// kernel: it costs one register a thread at D = 128 (225) and none at D = 64 (230), and no shape
-// measured it slower beyond the spread.
+// run's spread; faster at seven of the eight shapes, slower at D = 64, causal, 16k. Built on (the
+// stage's kernel until rung 12): it costs one register a thread at D = 128 (225) and none at D = 64
+// (230), and no shape measured it slower beyond the spread.
 #pragma once
 
 #include "10_hopper_backward/ladder/v9_fast_exp.cuh"

@@ -1,4 +1,4 @@
-// v6_three_groups.cuh — rung 6 of stage 10's ladder, the stage's kernel: at D = 64, three
+// v6_three_groups.cuh — rung 6 of stage 10's ladder: at D = 64, three
 // warpgroups of 64 keys in a block (Bc = 192, 384 threads) instead of two.
 //
 // What changed from rung 5 (ladder/v5_ds_by_stmatrix.cuh), one idea, at D = 64 only: the block

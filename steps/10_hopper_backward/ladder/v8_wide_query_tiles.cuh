@@ -22,7 +22,7 @@
 // halve. The cost: eight warps per SM instead of twelve to hide each other's waits, 256 threads
 // that may take up to 255 registers each (Sᵀ and dPᵀ alone are 128 floats a thread), and shared
 // memory 194 KiB (K, V 32; Q, dO 64; dS 32; dQ's two buffers 64). The per-row arrays (D, LSE·log2e)
-// are padded to 128 rows from this rung on (bwd::kRowPadding).
+// are padded to whole tiles of 128 rows from this rung on (bwd::kRowPadding; 640 from rung 12 on).
 //
 // Prediction, written before the first run: at D = 64 1.05-1.15× rung 6 without the mask, 1.03-1.12×
 // with it (the diagonal's partly masked tiles are twice as wide); at D = 128 1.00× (the same kernel).
