@@ -9,8 +9,8 @@
 // columns of D (M) × 80 queries (N) over all 128 keys, A being K's tile read as its transpose
 // (MN-major) and B dS as stored; the accumulator is stored into dQ's buffer one float at a time,
 // back in [query][column] order, without a bank conflict (ladder/v3_dq_by_tma.cuh, `dq_transposed`).
-// Two dQ buffers of 80 rows no longer fit beside the rest (252 KiB of the 227 a block may have), so
-// there is one (205 KiB in all): thread 0 waits for the previous step's reduce-add to have read it
+// Two dQ buffers of 80 rows no longer fit beside the rest (246 KiB of the 227 a block may have), so
+// there is one (206 KiB in all): thread 0 waits for the previous step's reduce-add to have read it
 // just before the barrier after dS's stores, about a step after it was issued. The per-row arrays are
 // padded to 640 rows per head (a multiple of 64, 80 and 128). At D = 64 the rung is rung 10.
 //
@@ -28,7 +28,7 @@
 //
 // Measured (one H100, bf16, the paper shapes at N = 4k and 16k, D = 128, causal and not, three runs
 // beside rung 10, SDPA flash and cuDNN: docs/results/compare_10_rung12_h100.json and
-// docs/results/step10_rung12_h100/): 1.11-1.15× rung 10 without the mask, above the prediction, and
+// docs/results/step10_rung12_h100/): 1.11-1.14× rung 10 without the mask, above the prediction, and
 // 1.10-1.20× with it, far above (the diagonal's partly masked tiles cost less than a step's fixed
 // work saved); 244 registers, no spills. Nsight Compute at N = 4k, no mask: 710 M instructions
 // for the work that took rung 10 871 M (its profile, on an H200): 833 per warp and step of 80
