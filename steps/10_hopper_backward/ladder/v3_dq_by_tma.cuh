@@ -55,7 +55,7 @@ using namespace hopper;  // TMA and wgmma wrappers (common/cuda/include/fa/cuda/
 
 // The tile shape: head dim D (64 or 128), kGroups warpgroups of 64 keys (Bc = 64·kGroups), query
 // tiles of Br = 64 (from rung 8 on 128 at D = 64: ladder/v8_wide_query_tiles.cuh; from rung 12 on 80
-// at D = 128: ladder/v12_dq_transposed.cuh; a divisor of the per-row arrays' padding,
+// at D = 128: ladder/v12_tiles_of_80.cuh; a divisor of the per-row arrays' padding,
 // bwd::kRowPadding), two Q/dO buffers and kDqStages buffers for dQ (two; one from rung 12 on at
 // D = 128, where two do not fit).
 template <int D_, int kGroups_, int kBr_ = 64, int kDqStages_ = 2>
