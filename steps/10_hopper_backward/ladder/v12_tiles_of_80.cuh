@@ -32,8 +32,8 @@
 // 1.10-1.20× with it, far above (the diagonal's partly masked tiles cost less than a step's fixed
 // work saved); 244 registers, no spills. Nsight Compute at N = 4k, no mask: 710 M instructions
 // for the work that took rung 10 871 M (its profile, on an H200): 833 per warp and step of 80
-// queries against 831 per step of 64. The stage's kernel: beside cuDNN 1.01-1.06× without the mask and 0.99-1.14× with it
-// over four runs, where rung 10 was 0.89-0.95×.
+// queries against 831 per step of 64. The stage's kernel: beside cuDNN 1.01-1.06× without the
+// mask and 0.99-1.14× with it over four runs, where rung 10 was 0.89-0.95×.
 #pragma once
 
 #include <type_traits>
