@@ -306,12 +306,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       fence_operands(dsa);
     }
 
-    // dQ_i = dS·K, a block of 64 rows × 64 columns of D at a time (M = N = 64), the accumulator
-    // reused per block, stored into dQ's buffer s: in row block rb, warp w's rows are queries
-    // 64rb + 16(w mod 4) .. + 15 of the tile; column
-    // c of the tile is column c mod 32 of box c / 32, whose 16-byte chunk k of row r sits at chunk
-    // k XOR (r mod 8). A store of a warp then writes 8 rows × 32 bytes in 8 different chunk
-    // positions: two wavefronts, no conflict.
     // With dq_before_dk, once a warpgroup's (one) dQ block is issued: dK queued behind it, and the
     // wait lets it run (the last group) while the block is stored; dV's group and dQ's are done.
     auto queue_dk_behind_dq = [&] {
@@ -358,6 +352,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) at[e >= 2][e & 1][8 * j * kFloatBoxColumns] = dqt[j][e];
     }
+    // dQ_i = dS·K, a block of 64 rows × 64 columns of D at a time (M = N = 64), the accumulator
+    // reused per block, stored into dQ's buffer (step m's): in row block rb, warp w's rows are
+    // queries 64rb + 16(w mod 4) .. + 15 of the tile; column c of the tile is column c mod 32 of box
+    // c / 32, whose 16-byte chunk k of row r sits at chunk k XOR (r mod 8). A store of a warp then
+    // writes 8 rows × 32 bytes in 8 different chunk positions: two wavefronts, no conflict.
     constexpr int kSteps = C::kDqSplitsKeys ? 4 : Bc / 16;  // k-steps of 16 keys
     const int step0 = C::kDqSplitsKeys ? 4 * group : 0;  // this warpgroup's keys, or all of them
     const int block_first = C::kDqSplitsKeys ? 0 : group, block_stride = C::kDqSplitsKeys ? 1 : C::kGroups;
