@@ -40,6 +40,7 @@
 #include "10_hopper_backward/ladder/v10_dq_before_dk.cuh"
 #include "10_hopper_backward/ladder/v11_dv_early.cuh"
 #include "10_hopper_backward/ladder/v12_tiles_of_80.cuh"
+#include "10_hopper_backward/ladder/v13_heavy_first.cuh"
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
@@ -78,6 +79,8 @@ template <int D>
 using V11Config = WideQueryTilesConfig<D>;
 template <int D>
 using V12Config = TilesOf80Config<D>;  // query tiles of 80 and one dQ buffer at D = 128
+template <int D>
+using V13Config = TilesOf80Config<D>;
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
@@ -157,6 +160,9 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
       break;
     case Rung::tiles_of_80:
       launch_config<T, V12Config<D>, backward_tiles_of_80_kernel<T, V12Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
+    case Rung::heavy_first:
+      launch_config<T, V13Config<D>, backward_heavy_first_kernel<T, V13Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
   }
 }

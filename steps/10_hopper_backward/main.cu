@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   spec.default_sweep = {512, 1024, 2048, 4096};
   spec.supports = fa::step10::kSupports;
   spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "own_dq", "stmatrix", "three_groups", "group_barrier",
-                   "wide_query_tiles", "fast_exp", "dq_before_dk", "dv_early", "tiles_of_80",
+                   "wide_query_tiles", "fast_exp", "dq_before_dk", "dv_early", "tiles_of_80", "heavy_first",
                    "deterministic"};
   spec.notes =
       "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
@@ -57,8 +57,11 @@ int main(int argc, char** argv) {
       "while dK runs).\n"
       "dv_early: dq_before_dk's with dV's products issued as soon as P is ready (they run while dS is\n"
       "computed and stored).\n"
-      "tiles_of_80 (the stage's kernel): dq_before_dk's with query tiles of 80 at D = 128 (dQ computed transposed,\n"
+      "tiles_of_80: dq_before_dk's with query tiles of 80 at D = 128 (dQ computed transposed,\n"
       "dQ^T = K^T.dS^T, one dQ buffer); at D = 64 the same kernel as dq_before_dk.\n"
+      "heavy_first (the stage's kernel): tiles_of_80's with, under the causal mask, the blocks that\n"
+      "see the most queries started first (key tile 0 of four heads, then key tile 1, ...);\n"
+      "without the mask the same kernel as tiles_of_80.\n"
       "deterministic: stmatrix's with dQ added key tile by key tile for each query tile (a counter per\n"
       "query tile): the same dQ bit for bit on every run.\n"
       "D = rowsum(dO*O), LSE*log2e and the dQ conversion: stage 08's kernels, shared in common/\n"
@@ -111,6 +114,8 @@ int main(int argc, char** argv) {
                                                   rung(fa::step10::Rung::dv_early)));
   def.variants.push_back(fa::gpu_backward_variant("10", "tiles_of_80", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::tiles_of_80)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "heavy_first", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::heavy_first)));
   def.variants.push_back(fa::gpu_backward_variant("10", "deterministic", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::dq_by_tma_ordered)));
   // The previous stage beside it, same dtype: the chart's comparison.

@@ -42,6 +42,7 @@
 
 #include <ds_transpose.cuh>  // holes/: the hole of exercise ex10
 #include "10_hopper_backward/backward_maps.cuh"
+#include "10_hopper_backward/block_order.hpp"
 #include "10_hopper_backward/dq_turns.hpp"
 #include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/hopper/tma.cuh"
@@ -114,9 +115,11 @@ struct DqByTmaConfig {
 //   dq_transposed: dQ computed as its transpose, dQᵀ = Kᵀ·dSᵀ (rung 12): M = 64 columns of D per
 //     warpgroup, N = Br queries, so that Br need not be a multiple of 64 (wgmma's M); stored into
 //     dQ's buffer one float at a time, transposed back.
+//   heavy_first: with the mask, the blocks that see the most queries start first, in groups of four
+//     K/V heads (rung 13, block_order.hpp), instead of each head's key tiles in turn.
 struct DqTmaOptions {
   static constexpr bool ordered = false, stmatrix = false, group_barrier = false, fast_exp = false,
-                        dq_before_dk = false, dv_early = false, dq_transposed = false;
+                        dq_before_dk = false, dv_early = false, dq_transposed = false, heavy_first = false;
 };
 
 template <class T, class C, class Options = DqTmaOptions>
@@ -130,6 +133,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   static_assert(kDqTransposed ? (kDqBeforeDk && D / 64 == C::kGroups) : Br % 64 == 0,
                 "dQ in blocks of 64 query rows, or transposed: one block of 64 columns of D per warpgroup");
   static_assert(!(kOneDqBuffer && kGroupBarrier), "one dQ buffer: its wait is passed on by the block barrier after dS");
+  static_assert(!(kOrdered && Options::heavy_first), "the ordered dQ's turns assume each head's key tiles in turn");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
   T* k_tile = reinterpret_cast<T*>(smem);
@@ -154,9 +158,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // The block's keys belong to K/V head kv_head (of B·Hkv); the query heads that share it, G =
   // heads_per_kv of them (1 without grouped heads), are kv_head·G .. kv_head·G + G − 1, and the
   // block walks the query tiles of each in turn, so that dK and dV sum over the group in registers.
-  const int kv_head = static_cast<int>(blockIdx.y);
-  const int key_tile = kOrdered ? ordered_key_tile(a.causal, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x))
-                                : static_cast<int>(blockIdx.x);
+  // Which key tile and head: in index order, or with the mask heavy first (block_order.hpp).
+  const long long block = blockIdx.x + static_cast<long long>(gridDim.x) * blockIdx.y;
+  const BlockTile mine = Options::heavy_first && a.causal
+                             ? heavy_first_tile(block, static_cast<int>(gridDim.x), static_cast<int>(gridDim.y))
+                             : index_order_tile(block, static_cast<int>(gridDim.x));
+  const int kv_head = mine.kv_head;
+  const int key_tile =
+      kOrdered ? ordered_key_tile(a.causal, mine.key_tile, static_cast<int>(gridDim.x)) : mine.key_tile;
   const int j0 = key_tile * Bc;
   const bwd::QueryTiles tiles = bwd::query_tiles(j0, Bc, Br, a.seq_q, a.seq_k, a.causal);
   const int count = tiles.end - tiles.begin, steps = count * heads_per_kv;

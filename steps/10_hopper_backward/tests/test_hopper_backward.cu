@@ -98,13 +98,14 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
   // rung 8 (at D = 64 query tiles of 128: Nq = 333 is two whole tiles and a tail, dQ by row blocks),
   // rung 9 (P by ex2.approx), rung 10 (dK's products behind dQ's), rung 11 (dV's before dS) and
   // rung 12 (at D = 128 query tiles of 80: Nq = 333 is four whole tiles and a tail, dQ transposed
-  // through one buffer reused at every tile).
+  // through one buffer reused at every tile) and rung 13 (causal, two heads: one group, partial).
   int cases = 0;
   for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma, fa::step10::Rung::own_dq,
                                       fa::step10::Rung::ds_by_stmatrix, fa::step10::Rung::three_groups,
                                       fa::step10::Rung::group_barrier, fa::step10::Rung::wide_query_tiles,
                                       fa::step10::Rung::fast_exp, fa::step10::Rung::dq_before_dk,
-                                      fa::step10::Rung::dv_early, fa::step10::Rung::tiles_of_80}) {
+                                      fa::step10::Rung::dv_early, fa::step10::Rung::tiles_of_80,
+                                      fa::step10::Rung::heavy_first}) {
     const fa::DeviceBackward backward = [rung](const fa::Problem& pp, const fa::AttentionInputs& in,
                                                fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
                                                const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
@@ -127,12 +128,13 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
                              : rung == fa::step10::Rung::fast_exp       ? "rung 9 "
                              : rung == fa::step10::Rung::dq_before_dk   ? "rung 10 "
                              : rung == fa::step10::Rung::dv_early       ? "rung 11 "
-                                                                        : "rung 12 ";
+                             : rung == fa::step10::Rung::tiles_of_80    ? "rung 12 "
+                                                                        : "rung 13 ";
           check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           ++cases;
         }
   }
-  CHECK(cases == 220);
+  CHECK(cases == 240);
 }
 
 TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 3 and Hkv = 1)") {
@@ -149,7 +151,7 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
           p.heads_kv = h.hkv;
           const fa::AttentionData data = inputs(p, 800 + cases);
           check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
-          // Rungs 4 to 12 too (rung 4: a warpgroup walks the group's heads on its own).
+          // Rungs 4 to 13 too (rung 4: a warpgroup walks the group's heads on its own).
           for (const auto& [rung, name] : {std::pair{fa::step10::Rung::own_dq, "rung 4 "},
                                            std::pair{fa::step10::Rung::ds_by_stmatrix, "rung 5 "},
                                            std::pair{fa::step10::Rung::three_groups, "rung 6 "},
@@ -158,13 +160,35 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
                                            std::pair{fa::step10::Rung::fast_exp, "rung 9 "},
                                            std::pair{fa::step10::Rung::dq_before_dk, "rung 10 "},
                                            std::pair{fa::step10::Rung::dv_early, "rung 11 "},
-                                           std::pair{fa::step10::Rung::tiles_of_80, "rung 12 "}}) {
+                                           std::pair{fa::step10::Rung::tiles_of_80, "rung 12 "},
+                                           std::pair{fa::step10::Rung::heavy_first, "rung 13 "}}) {
             const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung_backward(rung));
             check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           }
           ++cases;
         }
   CHECK(cases == 3 * 2 * 2 * 2);
+}
+
+TEST_CASE("heavy first (the stage's kernel) over several groups of heads: every key tile of every head, causal") {
+  fa::step09::exit_skipped_unless_hopper();
+  // B · Hkv = 10 and 9 K/V heads: groups of four, four and a last one of two or one; grouped heads
+  // (G = 2) and not; Nq != Nk both ways; the same problems with index order (rung 12) beside.
+  int cases = 0;
+  for (const auto& [hq, hkv] : {std::pair<std::int64_t, std::int64_t>{10, 5}, {9, 9}})
+    for (const std::int64_t d : {64, 128})
+      for (const auto& [nq, nk] : {std::pair<std::int64_t, std::int64_t>{333, 200}, {200, 450}}) {
+        const fa::DType type = d == 64 ? fa::DType::float16 : fa::DType::bfloat16;
+        fa::Problem p = problem16(nq, nk, d, true, hkv == 5 ? 2 : 1, hq, type);
+        p.heads_kv = hkv;
+        const fa::AttentionData data = inputs(p, 900 + cases);
+        check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), "rung 13 " + p.describe());
+        const fa::GpuRun r =
+            fa::run_once(p, data, fa::step10::attention_forward, rung_backward(fa::step10::Rung::tiles_of_80));
+        check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), "rung 12 " + p.describe());
+        ++cases;
+      }
+  CHECK(cases == 8);
 }
 
 TEST_CASE("D = 256 (the stage's kernel there) against float64: tails, Nq != Nk, causal, grouped heads") {
@@ -300,7 +324,8 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
   using fa::step10::Rung;
   for (const Rung rung : {Rung::wgmma, Rung::rows_in_shared, Rung::dq_by_tma, Rung::own_dq, Rung::ds_by_stmatrix,
                           Rung::three_groups, Rung::group_barrier, Rung::wide_query_tiles, Rung::fast_exp,
-                          Rung::dq_before_dk, Rung::dv_early, Rung::tiles_of_80, Rung::dq_by_tma_ordered})
+                          Rung::dq_before_dk, Rung::dv_early, Rung::tiles_of_80, Rung::heavy_first,
+                          Rung::dq_by_tma_ordered})
     if (rung != fa::step10::kStageRung)
       CHECK_THROWS_AS(fa::run_once(p256, inputs(p256, 1), none, rung_backward(rung)), fa::UsageError);
   fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);

@@ -1,0 +1,36 @@
+// v13_heavy_first.cuh — rung 13 of stage 10's ladder: with the causal mask, the blocks with the
+// most work start first.
+//
+// What changed from rung 12 (ladder/v12_tiles_of_80.cuh), one idea: which key tile and K/V head a
+// block owns, with the mask. Rung 12 hands them out in index order, each head's key tiles 0, 1,
+// 2, ... in turn; key tile j sees the queries from its diagonal on, so its work falls with j, and
+// the last head's key tile 0, the longest block of all, starts when most of the grid is done. Now,
+// in groups of four K/V heads, key tile 0 of each head starts first, then key tile 1 of each, and
+// so on (block_order.hpp): the long blocks start early and the short ones fill the end. Without
+// the mask nothing changes; the kernel is rung 12's with its switch `heavy_first` on.
+//
+// Why: in a model of the launch (tests/test_block_order.cpp: 132 SMs, each block started on the
+// first SM free, a block's time its query tiles plus two) index order ends 6.5 % after the ideal
+// at D = 128, N = 4k (64 heads of 32 key tiles: a block of key tile 0 is an eighth of an SM's
+// share) and 5.5 % at 8k, 3.3 % and 2.8 % at D = 64; heavy first, under 1 %. At 16k (16 heads of
+// 128 key tiles) both orders are within 0.3 %. Four heads a group, not all of them: the blocks
+// resident together keep sharing Q and dO through L2 (four heads at N = 4k, D = 128 are 24 MiB).
+//
+// Prediction, written before the first run: with the mask, 1.03-1.06× rung 12 at N = 4k, D = 128,
+// 1.01-1.03× at D = 64, nothing at 16k; without it, 1.00×.
+#pragma once
+
+#include "10_hopper_backward/ladder/v12_tiles_of_80.cuh"
+
+namespace fa::step10 {
+
+// Rung 13's kernel: rung 12's, heavy first with the mask; the same tile shape (TilesOf80Config).
+template <class Base>
+struct HeavyFirstOptions : Base {
+  static constexpr bool heavy_first = true;
+};
+template <class T, class C>
+inline constexpr auto backward_heavy_first_kernel = backward_dq_tma_kernel<
+    T, C, HeavyFirstOptions<std::conditional_t<C::kBr == 80, TilesOf80Options, DqBeforeDkOptions>>>;
+
+}  // namespace fa::step10
