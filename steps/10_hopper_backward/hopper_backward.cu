@@ -53,8 +53,9 @@ namespace {
 
 // Rungs 1 to 5: two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at
 // D = 128 that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per
-// SM (and from rung 3 on 64 KiB of dQ's buffers). The stage's kernel is rung 12 (query tiles of
-// 80 at D = 128, rung 10 at D = 64; rung 11 measured slower).
+// SM (and from rung 3 on 64 KiB of dQ's buffers). The stage's kernel is rung 13 (rung 12's query
+// tiles of 80 at D = 128, rung 10's of 128 at D = 64, the longest blocks first under the mask;
+// rung 11 measured slower).
 template <int D>
 using V1Config = WgmmaBackwardConfig<D, 2>;
 template <int D>
@@ -97,9 +98,8 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
   maps.v = hopper::make_tile_map<T>(args.v, kv_heads, p.seq_k, D, C::kBc);
   if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>)
     maps.dq = hopper::make_float_tile_map(args.dq_accum, heads, p.seq_q, D, C::kBr);
-  // The grid: (key tiles, K/V heads). A head's key tiles are neighbours in launch order, so the
-  // blocks resident together stream the same Q and dO through L2; causal, the first key tiles are
-  // the heaviest (they see the most queries) and start first.
+  // The grid: (key tiles, K/V heads); which tile a block owns, in index order or (rung 13, with
+  // the mask) the longest first: block_order.hpp.
   const dim3 grid(static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc), static_cast<unsigned>(kv_heads));
   ctx.kernel_begin("dkdv+dq");
   if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>) {
