@@ -15,12 +15,6 @@
 // 24 MiB of Q, dO, K, V and dQ's accumulator, which fit the H100's 50 MiB of L2 (all heads at once
 // would not). A group holds 4 · Nk / 128 blocks, at Nk ≥ 4k 128 or more, about a wave of the
 // H100's 132 SMs: enough blocks of every length for the end to even out.
-//
-// When a head alone has about as many key tiles as the GPU has SMs (N = 16k: 128 key tiles, 132
-// SMs), index order's end is already even (the model: 0.2 % late), and heavy first only costs:
-// its resident blocks belong to four heads instead of one, and measured 2-4 % slower there on an
-// H100. So the stage takes it only where a head's key tiles fill at most half the SMs
-// (heavy_first_pays: N ≤ 8k on an H100).
 #pragma once
 
 #include "fa/host_device.hpp"
@@ -37,9 +31,6 @@ struct BlockTile {
 FA_HOST_DEVICE constexpr BlockTile index_order_tile(long long block, int key_tiles) {
   return {static_cast<int>(block % key_tiles), static_cast<int>(block / key_tiles)};
 }
-
-// Whether heavy first pays for a grid of `key_tiles` per head on `sm_count` SMs (above).
-FA_HOST_DEVICE constexpr bool heavy_first_pays(int key_tiles, int sm_count) { return 2 * key_tiles <= sm_count; }
 
 // Block `block` heavy first: in groups of kHeadsTogether heads (the last may hold fewer), key
 // tiles in increasing order, the group's heads in turn within each.

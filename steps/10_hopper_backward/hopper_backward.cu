@@ -44,7 +44,6 @@
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
-#include "fa/cuda/device.cuh"
 #include "fa/cuda/nvtx.cuh"
 #include "fa/cuda/shared_memory.cuh"
 
@@ -162,12 +161,8 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
     case Rung::tiles_of_80:
       launch_config<T, V12Config<D>, backward_tiles_of_80_kernel<T, V12Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
-    case Rung::heavy_first:  // longest first where it pays (block_order.hpp), else rung 12's kernel
-      if (p.causal && heavy_first_pays(static_cast<int>((p.seq_k + V13Config<D>::kBc - 1) / V13Config<D>::kBc),
-                                       current_sm_count()))
-        launch_config<T, V13Config<D>, backward_heavy_first_kernel<T, V13Config<D>>, BackwardMapsWithDq>(p, args, ctx);
-      else
-        launch_config<T, V13Config<D>, backward_tiles_of_80_kernel<T, V13Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+    case Rung::heavy_first:
+      launch_config<T, V13Config<D>, backward_heavy_first_kernel<T, V13Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
   }
 }

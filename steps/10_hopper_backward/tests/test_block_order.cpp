@@ -89,13 +89,6 @@ TEST_CASE("heavy first: a group's blocks start in order of falling work, its hea
   }
 }
 
-TEST_CASE("heavy first pays where a head's key tiles fill at most half the SMs") {
-  CHECK(fa::step10::heavy_first_pays(32, 132));    // N = 4k
-  CHECK(fa::step10::heavy_first_pays(64, 132));    // 8k
-  CHECK(!fa::step10::heavy_first_pays(128, 132));  // 16k: index order
-  CHECK(!fa::step10::heavy_first_pays(67, 132));
-}
-
 TEST_CASE("modelled on 132 SMs, heavy first ends within 1.5 % of the ideal at the causal paper shapes") {
   // B · H = 16k / N · 2048 / D heads, N = 4k, 8k, 16k; 128 queries a tile at D = 64, 80 at D = 128.
   for (const int d : {64, 128})
