@@ -23,6 +23,9 @@
 // flash and cuDNN: docs/results/compare_10_rung13_h100.json): with the mask at D = 128 1.03× rung 12
 // at 4k and 1.05× at 8k, as modelled, and 0.97× at 16k; at D = 64 0.99-1.00×. Without the mask the
 // two are one kernel and measured 0.98-1.04× apart, the run's spread: only 8k's gain is outside it.
+// Two more rounds, alternating, with the mask (docs/results/step10_rung13_h100/ab_causal_613065f.txt):
+// at D = 128 1.04-1.05× at 4k, 0.95-0.98× at 16k, 8k split; at D = 64 0.98-0.99× at 16k. At 16k
+// the model has no tail to remove; the resident blocks belong to four heads instead of one.
 // 244 registers at D = 128, 230 at D = 64, as rung 12. Beside cuDNN: 0.98-1.04× at D = 128,
 // 1.06-1.10× at D = 64.
 #pragma once
