@@ -81,7 +81,7 @@ using V11Config = WideQueryTilesConfig<D>;
 template <int D>
 using V12Config = TilesOf80Config<D>;  // query tiles of 80 and one dQ buffer at D = 128
 template <int D>
-using V13Config = TilesOf80Config<D>;
+using V13Config = TilesOf80Config<D>;  // rung 12's tile shape; only the blocks' order changes
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the

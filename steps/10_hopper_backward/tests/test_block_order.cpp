@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../block_order.hpp"
+#include "masked_tiles.hpp"
 
 namespace {
 
@@ -24,14 +25,12 @@ const OrderFn kHeavyFirst = [](long long b, int key_tiles, int kv_heads) {
   return fa::step10::heavy_first_tile(b, key_tiles, kv_heads);
 };
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+using fa::step10::testing::ceil_div;
 
-// The query tiles key tile j sees with the bottom-right mask (key ≤ query + Nk − Nq), counted
-// tile by tile: the smallest key against the largest query decides.
+// The query tiles key tile j sees with the bottom-right mask, counted tile by tile.
 int tiles_seen(int j, int seq_q, int seq_k, int br, int bc) {
   int seen = 0;
-  for (int i = 0; i < ceil_div(seq_q, br); ++i)
-    seen += j * bc <= std::min((i + 1) * br, seq_q) - 1 + seq_k - seq_q ? 1 : 0;
+  for (int i = 0; i < ceil_div(seq_q, br); ++i) seen += fa::step10::testing::key_tile_sees(j, i, seq_q, seq_k, br, bc);
   return seen;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../dq_turns.hpp"
+#include "masked_tiles.hpp"
 
 namespace {
 
@@ -25,14 +26,11 @@ struct Shape {
   }
 };
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+using fa::step10::testing::ceil_div;
 
-// Does key tile j see query tile i: some key of it at most some query of it + Nk − Nq (causal)?
-// The smallest key against the largest query decides.
+// Does key tile j see query tile i (always, without the mask)?
 bool sees(const Shape& s, int j, int i) {
-  if (!s.causal) return true;
-  const int first_key = j * s.bc, last_query = std::min((i + 1) * s.br, s.seq_q) - 1;
-  return first_key <= last_query + s.seq_k - s.seq_q;
+  return !s.causal || fa::step10::testing::key_tile_sees(j, i, s.seq_q, s.seq_k, s.br, s.bc);
 }
 
 using TurnFn = std::function<int(const Shape&, int key_tile, int key_tiles, int query_tile)>;
