@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   fa::StageDefinition def;
   def.id = "10";
   def.pass = fa::Pass::backward;
-  // The ladder's rungs in order, each launched the stage's way; rung 12 (kStageRung) is the stage's kernel.
+  // The ladder's rungs in order, each launched the stage's way; kStageRung (rung 13) is the stage's kernel.
   const auto rung = [](fa::step10::Rung r) {
     return [r](const fa::Problem& p, const fa::AttentionInputs& in, fa::ConstTensorView o, fa::ConstTensorView lse,
                fa::ConstTensorView d_o, const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
