@@ -130,9 +130,9 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
     case Rung::dq_by_tma:
       launch_config<T, V3Config<D>, backward_dq_tma_kernel<T, V3Config<D>>, BackwardMapsWithDq>(p, args, ctx);
       break;
-    case Rung::dq_by_tma_ordered:
-      launch_config<T, V5Config<D>, backward_dq_tma_kernel<T, V5Config<D>, OrderedOptions>,
-                    BackwardMapsWithDq, true>(p, args, ctx);
+    case Rung::deterministic:
+      launch_config<T, V13Config<D>, backward_deterministic_kernel<T, V13Config<D>>, BackwardMapsWithDq, true>(p, args,
+                                                                                                             ctx);
       break;
     case Rung::own_dq:
       launch_config<T, V4Config<D>, backward_own_dq_kernel<T, V4Config<D>>, BackwardMapsWithDq>(p, args, ctx);

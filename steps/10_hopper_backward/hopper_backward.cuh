@@ -40,10 +40,10 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // issued before dS is computed; rung 12, rung 10 with query tiles of 80 and dQ computed
 // transposed at D = 128 (rung 10 at D = 64); rung 13, the stage's kernel, rung 12 with the blocks
 // that see the most queries started first under the causal mask (block_order.hpp).
-// dq_by_tma_ordered: rung 5 with dQ's additions in a fixed order (dq_turns.hpp): bitwise the same
-// dQ on every run, for a wait per query tile; extra device memory, one int per query head and
-// query tile. At D = 256 only the stage's kernel runs (split_columns.cuh).
-enum class Rung { wgmma, rows_in_shared, dq_by_tma, dq_by_tma_ordered, own_dq, ds_by_stmatrix, three_groups,
+// deterministic: rung 13's kernel with dQ's additions in a fixed order (dq_turns.hpp) and the
+// blocks in index order: bitwise the same dQ on every run; extra device memory, one int per query
+// head and query tile. At D = 256 only the stage's kernel runs (split_columns.cuh).
+enum class Rung { wgmma, rows_in_shared, dq_by_tma, deterministic, own_dq, ds_by_stmatrix, three_groups,
                   group_barrier, wide_query_tiles, fast_exp, dq_before_dk, dv_early, tiles_of_80,
                   heavy_first };
 // The rung attention_backward runs at D = 64 and 128.

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   def.variants.push_back(fa::gpu_backward_variant("10", "heavy_first", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::heavy_first)));
   def.variants.push_back(fa::gpu_backward_variant("10", "deterministic", /*ours=*/true, fa::step10::attention_forward,
-                                                  rung(fa::step10::Rung::dq_by_tma_ordered)));
+                                                  rung(fa::step10::Rung::deterministic)));
   // The previous stage beside it, same dtype: the chart's comparison.
   def.variants.push_back(fa::gpu_backward_variant("08", "flash", /*ours=*/false, fa::step08::attention_forward,
                                                   [](const fa::Problem& p, const fa::AttentionInputs& in,

@@ -43,4 +43,15 @@ template <class T, class C>
 inline constexpr auto backward_heavy_first_kernel = backward_dq_tma_kernel<
     T, C, HeavyFirstOptions<std::conditional_t<C::kBr == 80, TilesOf80Options, DqBeforeDkOptions>>>;
 
+// The deterministic variant: the stage's kernel with dQ's additions in a fixed order (the switch
+// `ordered`, dq_turns.hpp), its blocks in the order its turns need (each head's key tiles in turn,
+// with the mask from the last) instead of heavy first.
+template <class Base>
+struct OrderedOptions : Base {
+  static constexpr bool ordered = true;
+};
+template <class T, class C>
+inline constexpr auto backward_deterministic_kernel = backward_dq_tma_kernel<
+    T, C, OrderedOptions<std::conditional_t<C::kBr == 80, TilesOf80Options, DqBeforeDkOptions>>>;
+
 }  // namespace fa::step10

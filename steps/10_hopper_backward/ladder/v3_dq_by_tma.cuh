@@ -98,9 +98,11 @@ struct DqByTmaConfig {
 //   ordered: the order of dQ's additions. Off, as they come (the float32 sums' last bits change
 //     from run to run); on, in a fixed order (bitwise the same dQ on every run), counted in
 //     dq_turns[query head][i] (zeroed by the host; query_tiles per head): a key tile adds its share
-//     of query tile i when the count equals its turn, then counts one more. The turns and which key
-//     tile a block owns: dq_turns.hpp (without the mask by key tile; with it from each query tile's
-//     last key tile down, the order of arrival, the last key tile's block started first).
+//     of query tile i when the count equals its turn, and counts one more once its additions are
+//     done, which thread 0 waits for in the middle of the next step, not at once. The turns and
+//     which key tile a block owns: dq_turns.hpp (without the mask by key tile; with it from each
+//     query tile's last key tile down, the order of arrival, the last key tile's block started
+//     first). The deterministic variant (ladder/v13_heavy_first.cuh) turns it on.
 //   stmatrix: dS stored by stmatrix, four 8 × 8 tiles per instruction (rung 5), instead of one
 //     16-bit store per element.
 //   group_barrier: where each warpgroup's dQ reads only its own keys of dS, the barrier after dS's
@@ -207,6 +209,21 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int key_row0 = 64 * group + 16 * (warp % 4);  // the warp's first key of the block's Bc
   const int offset = a.seq_k - a.seq_q;                // bottom-right causal mask: key ≤ query + offset
 
+  // ordered: the turn that thread 0's last additions took (query tile i of its head), handed on,
+  // one count more, once those additions are done. Waiting for them right after their issue would
+  // stall the block on the trip to L2 at every step; half a step later they are done, and the next
+  // key tile, which reaches the same query tile about a step later, finds its turn come.
+  using Turn = cuda::atomic_ref<int, cuda::thread_scope_device>;
+  int* taken_turn = nullptr;
+  int next_count = 0;
+  auto hand_on_turn = [&] {
+    if (taken_turn == nullptr) return;
+    cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // its additions done in L2
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_global);       // and ordered before the release
+    Turn(*taken_turn).store(next_count, cuda::memory_order_release);
+    taken_turn = nullptr;
+  };
+
   float dv[ND][4] = {}, dk[ND][4] = {};
   if (steps > 0) barrier_wait(kv_full, 0);
 
@@ -299,6 +316,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if constexpr (!(kDvEarly && kDqBeforeDk)) wgmma_commit();  // dV and/or dK: one group
 
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dS's stores, visible to the tensor cores
+    if (kOrdered && threadIdx.x == 0) hand_on_turn();       // step m − 1's turn, its additions done
     if (kOneDqBuffer && threadIdx.x == 0) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
     if constexpr (kGroupBarrier && C::kDqSplitsKeys)
       ptx::named_barrier_sync(1 + group, 128);  // this warpgroup's keys of dS stored: all its dQ reads
@@ -411,13 +429,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // One thread hands the tile's dQ to the TMA: each box added into the float32 accumulator in L2,
     // one bulk group per tile (waited for, for reading, two tiles on).
     if (threadIdx.x == 0) {
-      using Turn = cuda::atomic_ref<int, cuda::thread_scope_device>;
-      int* const turn = kOrdered ? dq_turns + std::int64_t{q_head} * query_tiles + i : nullptr;
-      const int my_turn = dq_turn(a.causal, key_tile, static_cast<int>(gridDim.x), q0, Br, Bc, a.seq_q, a.seq_k);
-      if constexpr (kOrdered) {
-        while (Turn(*turn).load(cuda::memory_order_acquire) != my_turn) {
+      if constexpr (kOrdered) {  // wait for this key tile's turn at query tile i
+        taken_turn = dq_turns + std::int64_t{q_head} * query_tiles + i;
+        const int my_turn = dq_turn(a.causal, key_tile, static_cast<int>(gridDim.x), q0, Br, Bc, a.seq_q, a.seq_k);
+        while (Turn(*taken_turn).load(cuda::memory_order_acquire) != my_turn) {
         }
         cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // the earlier tiles' sums, seen by the TMA
+        next_count = my_turn + 1;
       }
       for (int p = 0; p < C::kDqParts; ++p)
         for (int b = 0; b < D / kFloatBoxColumns; ++b) {
@@ -426,15 +444,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                                                  &maps.dq, coords, dq_part(m, p) + b * C::kDqBoxFloats);
         }
       cuda::ptx::cp_async_bulk_commit_group();
-      if constexpr (kOrdered) {
-        cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});  // this tile's additions done
-        cuda::ptx::fence_proxy_async(cuda::ptx::space_global);
-        Turn(*turn).store(my_turn + 1, cuda::memory_order_release);
-      }
     }
   }
-  // The last reduce-adds complete before the block ends (the conversion kernel reads the sums).
-  if (threadIdx.x == 0) cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+  // The last reduce-adds complete before the block ends (the conversion kernel reads the sums), and
+  // with `ordered` the last turn is handed on.
+  if (threadIdx.x == 0) {
+    cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
+    if constexpr (kOrdered) hand_on_turn();
+  }
 
   // dK = τ·dSᵀQ, dV: this warp's 16 keys, two neighbouring columns per store.
   const std::int64_t first = static_cast<std::int64_t>(kv_head) * a.seq_k;

@@ -34,9 +34,4 @@ struct StmatrixOptions : DqTmaOptions {
 template <class T, class C>
 inline constexpr auto backward_ds_by_stmatrix_kernel = backward_dq_tma_kernel<T, C, StmatrixOptions>;
 
-// The deterministic variant: rung 5 with dQ's additions in a fixed order.
-struct OrderedOptions : StmatrixOptions {
-  static constexpr bool ordered = true;
-};
-
 }  // namespace fa::step10

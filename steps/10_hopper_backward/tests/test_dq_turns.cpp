@@ -86,9 +86,12 @@ std::vector<Shape> shapes() {
   std::vector<Shape> all;
   const std::pair<int, int> lengths[] = {{1, 1},     {77, 1},     {1, 77},     {200, 67},   {67, 200},
                                          {333, 700}, {700, 333},  {1500, 1500}, {4096, 4096}, {16384, 16384}};
+  // Query tiles of 64 (rungs 3 to 7), 128 (D = 64 from rung 8 on) and 80 (D = 128 from rung 12 on,
+  // the deterministic variant's); key tiles of 128 and 192 (three warpgroups, rungs 6 and 7).
+  const std::pair<int, int> tiles[] = {{64, 128}, {64, 192}, {80, 128}, {128, 128}};
   for (const auto& [nq, nk] : lengths)
-    for (const int bc : {128, 192})
-      for (const bool causal : {false, true}) all.push_back({nq, nk, 64, bc, causal});
+    for (const auto& [br, bc] : tiles)
+      for (const bool causal : {false, true}) all.push_back({nq, nk, br, bc, causal});
   return all;
 }
 

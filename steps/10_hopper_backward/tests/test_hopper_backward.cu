@@ -216,7 +216,7 @@ TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on ev
   const fa::DeviceBackward ordered = [](const fa::Problem& pp, const fa::AttentionInputs& in, fa::ConstTensorView o,
                                         fa::ConstTensorView lse, fa::ConstTensorView d_o,
                                         const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
-    fa::step10::attention_backward_rung(fa::step10::Rung::dq_by_tma_ordered, pp, in, o, lse, d_o, g, ctx);
+    fa::step10::attention_backward_rung(fa::step10::Rung::deterministic, pp, in, o, lse, d_o, g, ctx);
   };
   int cases = 0;
   for (const std::int64_t d : {64, 128})
@@ -228,7 +228,8 @@ TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on ev
       const fa::GpuRun first = fa::run_once(p, data, fa::step10::attention_forward, ordered);
       check_verification(fa::verify_backward(p, data, first.out, true, 0, 1), "deterministic " + p.describe());
       // Its extra memory: the accumulator, two floats per padded query row, one int per query tile.
-      const std::int64_t tiles = p.heads_total() * ((p.seq_q + 63) / 64);  // query tiles of 64
+      const std::int64_t br = d == 64 ? 128 : 80;  // the stage's query tiles
+      const std::int64_t tiles = p.heads_total() * ((p.seq_q + br - 1) / br);
       const std::int64_t padded = (p.seq_q + kPad - 1) / kPad * kPad;
       CHECK(first.extra_bytes == p.q_elements() * 4 + 2 * p.heads_total() * padded * 4 + tiles * 4);
       for (int again = 0; again < 3; ++again) {
@@ -241,8 +242,9 @@ TEST_CASE("the deterministic variant: correct, and the same dQ bit for bit on ev
       ++cases;
     }
   CHECK(cases == 4);
-  // Causal, many key tiles (12) and query tiles (24): the turns run from each query tile's last key
-  // tile down, the blocks from the last key tile; twice the same dQ, bit for bit, and correct.
+  // Causal, many key tiles (12) and query tiles (19 of 80): the turns run from each query tile's
+  // last key tile down, the blocks from the last key tile; twice the same dQ, bit for bit, and
+  // correct.
   const fa::Problem p = problem16(1500, 1500, 128, true, 1, 2);
   const fa::AttentionData data = inputs(p, 950);
   const fa::GpuRun first = fa::run_once(p, data, fa::step10::attention_forward, ordered);
@@ -325,7 +327,7 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
   for (const Rung rung : {Rung::wgmma, Rung::rows_in_shared, Rung::dq_by_tma, Rung::own_dq, Rung::ds_by_stmatrix,
                           Rung::three_groups, Rung::group_barrier, Rung::wide_query_tiles, Rung::fast_exp,
                           Rung::dq_before_dk, Rung::dv_early, Rung::tiles_of_80, Rung::heavy_first,
-                          Rung::dq_by_tma_ordered})
+                          Rung::deterministic})
     if (rung != fa::step10::kStageRung)
       CHECK_THROWS_AS(fa::run_once(p256, inputs(p256, 1), none, rung_backward(rung)), fa::UsageError);
   fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);
