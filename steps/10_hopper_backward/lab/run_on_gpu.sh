@@ -5,12 +5,15 @@
 # tokens, H·D = 2048), N = 4k and 16k, D = 64, 128 and 256 (the stage's kernel alone there), causal
 # and not, one results file each; and (profile, not in all) Nsight Compute on the stage's key-tile
 # kernel and stage 08's at N = 4k: the sections and the SASS lines where the warps' stall samples
-# fall. Logs and results go to OUT; one line per step says
-# how it ended; the exit status counts the failures.
+# fall; and (ab, not in all) two variants timed in alternating rounds, A B B A, at the paper shapes
+# (gains of a few percent are inside the spread between processes, which alternation averages out).
+# Logs and results go to OUT; one line per step says how it ended; the exit status counts the failures.
 #   steps/10_hopper_backward/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|tests|sanitize|time|profile]
+#   steps/10_hopper_backward/lab/run_on_gpu.sh OUT BUILD_DIR ab [VARIANT_A (heavy_first)] [VARIANT_B (deterministic)]
 # Build first: cmake --build BUILD_DIR --target step10_hopper_backward test_step10
 set -uo pipefail
-out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|tests|sanitize|time|profile]} build=${2:-build} what=${3:-all}
+out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|tests|sanitize|time|profile|ab]} build=${2:-build} what=${3:-all}
+variant_a=${4:-heavy_first} variant_b=${5:-deterministic}
 exe=$build/steps/10_hopper_backward/step10_hopper_backward
 mkdir -p "$out/logs"
 failures=0
@@ -67,6 +70,20 @@ if [ "$what" = profile ]; then
       ncu -i "$out/$name.ncu-rep" --print-details all >"$out/$name.txt" 2>&1
       ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass >"$out/$name.sass.csv" 2>/dev/null
       python3 "$(dirname "$0")/top_stalls.py" "$out/$name.sass.csv" >"$out/$name.top_stalls.txt"
+    done
+  done
+fi
+# Two variants, A B B A, each file one variant at one head dim and mask, N = 4k and 16k, not verified
+# (the tests and `time` verify): compare each shape's TFLOP/s as the mean of its two rounds.
+if [ "$what" = ab ]; then
+  for d in 64 128; do
+    for causal in "" "--causal"; do
+      for v in "$variant_a" "$variant_b" "$variant_b" "$variant_a"; do
+        n=1
+        [ -e "$out/ab_${v}_d$d${causal:+_causal}_1.json" ] && n=2
+        run ab_${v}_d$d${causal:+_causal}_$n "$exe" --paper-shapes --dim $d --sweep 4k,16k $causal --variant "$v" \
+            --no-verify --reps 20 --json "$out/ab_${v}_d$d${causal:+_causal}_$n.json"
+      done
     done
   done
 fi
