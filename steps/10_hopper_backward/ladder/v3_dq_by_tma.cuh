@@ -210,9 +210,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int offset = a.seq_k - a.seq_q;                // bottom-right causal mask: key ≤ query + offset
 
   // ordered: the turn that thread 0's last additions took (query tile i of its head), handed on,
-  // one count more, once those additions are done. Waiting for them right after their issue would
-  // stall the block on the trip to L2 at every step; half a step later they are done, and the next
-  // key tile, which reaches the same query tile about a step later, finds its turn come.
+  // one count more, once those additions are done. Waiting for them right after their issue stalls
+  // the block on the trip to L2 at every step; half a step later they should be done, and the next
+  // key tile, which reaches the same query tile about a step later, should find its turn come.
   using Turn = cuda::atomic_ref<int, cuda::thread_scope_device>;
   int* taken_turn = nullptr;
   int next_count = 0;
