@@ -50,8 +50,10 @@ struct TilesOf80Options : DqBeforeDkOptions {
 // and its kernel: rung 10's with dQ transposed at D = 128, rung 10's at D = 64.
 template <int D>
 using TilesOf80Config = std::conditional_t<D == 128, DqByTmaConfig<128, 2, 80, 1>, WideQueryTilesConfig<D>>;
+// Rung 12's switches for a tile shape C of TilesOf80Config (the rungs above build on them).
+template <class C>
+using TilesOf80OptionsFor = std::conditional_t<C::kBr == 80, TilesOf80Options, DqBeforeDkOptions>;
 template <class T, class C>
-inline constexpr auto backward_tiles_of_80_kernel =
-    backward_dq_tma_kernel<T, C, std::conditional_t<C::kBr == 80, TilesOf80Options, DqBeforeDkOptions>>;
+inline constexpr auto backward_tiles_of_80_kernel = backward_dq_tma_kernel<T, C, TilesOf80OptionsFor<C>>;
 
 }  // namespace fa::step10

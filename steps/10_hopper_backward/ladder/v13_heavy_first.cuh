@@ -28,6 +28,10 @@
 // the model has no tail to remove; the resident blocks belong to four heads instead of one.
 // 244 registers at D = 128, 230 at D = 64, as rung 12. Beside cuDNN: 0.98-1.04× at D = 128,
 // 1.06-1.10× at D = 64.
+//
+// Beside the rung, the deterministic variant: rung 12's switches with `ordered` on
+// (ladder/v3_dq_by_tma.cuh, dq_turns.hpp), whose turns need the blocks in index order, so it
+// cannot start the heaviest first.
 #pragma once
 
 #include "10_hopper_backward/ladder/v12_tiles_of_80.cuh"
@@ -40,8 +44,8 @@ struct HeavyFirstOptions : Base {
   static constexpr bool heavy_first = true;
 };
 template <class T, class C>
-inline constexpr auto backward_heavy_first_kernel = backward_dq_tma_kernel<
-    T, C, HeavyFirstOptions<std::conditional_t<C::kBr == 80, TilesOf80Options, DqBeforeDkOptions>>>;
+inline constexpr auto backward_heavy_first_kernel =
+    backward_dq_tma_kernel<T, C, HeavyFirstOptions<TilesOf80OptionsFor<C>>>;
 
 // The deterministic variant: the stage's kernel with dQ's additions in a fixed order (the switch
 // `ordered`, dq_turns.hpp), its blocks in the order its turns need (each head's key tiles in turn,
@@ -51,7 +55,7 @@ struct OrderedOptions : Base {
   static constexpr bool ordered = true;
 };
 template <class T, class C>
-inline constexpr auto backward_deterministic_kernel = backward_dq_tma_kernel<
-    T, C, OrderedOptions<std::conditional_t<C::kBr == 80, TilesOf80Options, DqBeforeDkOptions>>>;
+inline constexpr auto backward_deterministic_kernel =
+    backward_dq_tma_kernel<T, C, OrderedOptions<TilesOf80OptionsFor<C>>>;
 
 }  // namespace fa::step10
