@@ -10,30 +10,11 @@
 // key tile j − 1's start: it reaches tile i that many steps earlier. So the turns go J(i), J(i) − 1,
 // ..., 0, the order of arrival, and the last key tile must start first, so that the tile a block
 // waits for has started.
-//
-// Without the mask that order makes a queue: all of a head's key tiles reach query tile 0 at once,
-// and each waits for the one before it to hand its turn on, half a step later, so key tile j runs
-// j / 2 steps late. Rotated, the walks are staggered instead: key tile j starts at step j of the
-// block's walk (the G query heads' query tiles, one after another) and wraps round, so it reaches
-// step x at its own step (x − j) mod steps, and the turns go in the order of arrival. Each key
-// tile then finds its turn handed on by a key tile that came one step before it, and no block
-// waits in the steady state; but key tile j waits for j + 1, and the last for the first, so a
-// head's key tiles must all be resident at once, or the wait never ends. The host rotates only
-// when every step is reached by at most one key tile (key tiles ≤ steps) and the GPU holds all of
-// a head's key tiles at once (DqTurns::rotated).
 #pragma once
 
 #include "fa/host_device.hpp"
 
 namespace fa::step10 {
-
-// What the ordered launch gives its kernel: one count per query head and query tile, and whether
-// the walks are rotated (without the mask, when a head's key tiles fit on the GPU at once).
-struct DqTurns {
-  int* counts = nullptr;
-  int query_tiles = 0;  // per query head
-  bool rotated = false;
-};
 
 // The key tile of block `block` (blockIdx.x) of the ordered launch's `key_tiles`.
 FA_HOST_DEVICE constexpr int ordered_key_tile(bool causal, int block, int key_tiles) {
@@ -49,14 +30,6 @@ FA_HOST_DEVICE constexpr int dq_turn(bool causal, int key_tile, int key_tiles, i
   const int last_row = (q0 + br < seq_q ? q0 + br : seq_q) - 1;
   const int last_key_tile = (last_row + seq_k - seq_q) / bc;  // J: the last key tile that sees the row
   return (last_key_tile < key_tiles - 1 ? last_key_tile : key_tiles - 1) - key_tile;
-}
-
-// Rotated (no mask, key tiles ≤ steps): the step of the block's walk that key tile `key_tile`
-// takes at its own step m, and its turn at step x of the walk: key tiles x, x − 1, ..., 0 (those
-// there are) arrive first, at their steps 0, 1, ...; then the last key tile, the one below, ..., x + 1.
-FA_HOST_DEVICE constexpr int rotated_step(int m, int key_tile, int steps) { return (m + key_tile) % steps; }
-FA_HOST_DEVICE constexpr int rotated_turn(int key_tile, int key_tiles, int x) {
-  return key_tile <= x ? (x < key_tiles ? x : key_tiles - 1) - key_tile : x + key_tiles - key_tile;
 }
 
 }  // namespace fa::step10

@@ -44,7 +44,6 @@
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
-#include "fa/cuda/device.cuh"
 #include "fa/cuda/nvtx.cuh"
 #include "fa/cuda/shared_memory.cuh"
 
@@ -105,23 +104,16 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
   ctx.kernel_begin("dkdv+dq");
   if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>) {
     // Rung 3 on: grouped heads (G per K/V head), and for the ordered dQ one counter per query head
-    // and query tile, zeroed here (the rungs that add as the tiles come get none).
-    const int heads_per_kv = static_cast<int>(p.heads / p.kv_heads());
-    DqTurns turns;
-    turns.query_tiles = static_cast<int>((p.seq_q + C::kBr - 1) / C::kBr);
+    // and query tile, zeroed here (the rung that adds as the tiles come gets none).
+    const int query_tiles = static_cast<int>((p.seq_q + C::kBr - 1) / C::kBr);
+    int* dq_turns = nullptr;
     if constexpr (kOrdered) {
-      const std::size_t counts = static_cast<std::size_t>(heads) * static_cast<std::size_t>(turns.query_tiles);
-      turns.counts = ctx.scratch_as<int>("dq_turns", counts);
-      FA_CUDA_CHECK(cudaMemsetAsync(turns.counts, 0, counts * sizeof(int), ctx.stream));
-      // Rotated walks without the mask (dq_turns.hpp): only where each step has at most one key
-      // tile and a head's key tiles can all be resident at once, which their waits need.
-      int per_sm = 0;
-      FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, C::kThreads, C::kSmemBytes));
-      const auto key_tiles = static_cast<std::int64_t>(grid.x);
-      turns.rotated = !p.causal && key_tiles <= std::int64_t{turns.query_tiles} * heads_per_kv &&
-                      key_tiles <= std::int64_t{per_sm} * current_sm_count();
+      const std::size_t turns = static_cast<std::size_t>(heads) * static_cast<std::size_t>(query_tiles);
+      dq_turns = ctx.scratch_as<int>("dq_turns", turns);
+      FA_CUDA_CHECK(cudaMemsetAsync(dq_turns, 0, turns * sizeof(int), ctx.stream));
     }
-    kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args, heads_per_kv, turns);
+    kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args, static_cast<int>(p.heads / p.kv_heads()),
+                                                              dq_turns, query_tiles);
   } else
     kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args);
   FA_CUDA_CHECK_LAUNCH();

@@ -23,7 +23,6 @@
 
 #include <ds_transpose.cuh>  // holes/: the hole of exercise ex10
 #include "10_hopper_backward/backward_maps.cuh"
-#include "10_hopper_backward/dq_turns.hpp"
 #include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/hopper/warp_roles.cuh"
@@ -53,7 +52,7 @@ struct SplitColumnsConfig {
 template <class T, class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     backward_split_columns_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
-                                  const int heads_per_kv, const DqTurns /*none: dQ as it comes*/) {
+                                  const int heads_per_kv, int* /*dq_turns: none*/, const int /*query_tiles*/) {
   constexpr int D = C::D, Br = C::kBr, Bc = C::kBc, NQ = Br / 8, NH = C::kHalf / 8;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);

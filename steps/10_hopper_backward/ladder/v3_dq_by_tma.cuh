@@ -97,13 +97,12 @@ struct DqByTmaConfig {
 // and on). Rung 3 has every switch off:
 //   ordered: the order of dQ's additions. Off, as they come (the float32 sums' last bits change
 //     from run to run); on, in a fixed order (bitwise the same dQ on every run), counted in
-//     turns.counts[query head][i] (zeroed by the host): a key tile adds its share of query tile i
-//     when the count equals its turn, and counts one more once its additions are done, which
-//     thread 0 waits for in the middle of the next step, not at once. The turns and which key tile
-//     a block owns: dq_turns.hpp (without the mask in the order of arrival of rotated walks where a
-//     head's key tiles fit on the GPU, else by key tile; with it from each query tile's last key
-//     tile down, the order of arrival, the last key tile's block started first). The
-//     deterministic variant (ladder/v13_heavy_first.cuh) turns it on.
+//     dq_turns[query head][i] (zeroed by the host; query_tiles per head): a key tile adds its share
+//     of query tile i when the count equals its turn, and counts one more once its additions are
+//     done, which thread 0 waits for in the middle of the next step, not at once. The turns and
+//     which key tile a block owns: dq_turns.hpp (without the mask by key tile; with it from each
+//     query tile's last key tile down, the order of arrival, the last key tile's block started
+//     first). The deterministic variant (ladder/v13_heavy_first.cuh) turns it on.
 //   stmatrix: dS stored by stmatrix, four 8 × 8 tiles per instruction (rung 5), instead of one
 //     16-bit store per element.
 //   group_barrier: where each warpgroup's dQ reads only its own keys of dS, the barrier after dS's
@@ -128,7 +127,7 @@ struct DqTmaOptions {
 template <class T, class C, class Options = DqTmaOptions>
 __global__ void __launch_bounds__(C::kThreads, 1)
     backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
-                           const int heads_per_kv, const DqTurns turns) {
+                           const int heads_per_kv, int* dq_turns, const int query_tiles) {
   constexpr bool kOrdered = Options::ordered, kStmatrix = Options::stmatrix, kGroupBarrier = Options::group_barrier;
   constexpr bool kFastExp = Options::fast_exp, kDqBeforeDk = Options::dq_before_dk, kDvEarly = Options::dv_early;
   constexpr bool kDqTransposed = Options::dq_transposed, kOneDqBuffer = C::kDqStages == 1;
@@ -172,11 +171,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int j0 = key_tile * Bc;
   const bwd::QueryTiles tiles = bwd::query_tiles(j0, Bc, Br, a.seq_q, a.seq_k, a.causal);
   const int count = tiles.end - tiles.begin, steps = count * heads_per_kv;
-  // ordered without the mask, rotated (dq_turns.hpp): key tile j's step m is step m + j of the walk.
-  const bool rotated = kOrdered && turns.rotated;
-  auto walk = [&](int m) { return rotated ? rotated_step(m, key_tile, steps) : m; };
-  auto q_head_of = [&](int m) { return kv_head * heads_per_kv + walk(m) / count; };  // step m's query head
-  auto tile_of = [&](int m) { return tiles.begin + walk(m) % count; };               // and its query tile
+  auto q_head_of = [&](int m) { return kv_head * heads_per_kv + m / count; };  // step m's query head
+  auto tile_of = [&](int m) { return tiles.begin + m % count; };               // and its query tile
 
   // One thread asks for step m's query tile (Q and dO by the TMA, its rows' LSE·log2e and D by two
   // bulk copies of Br floats: the arrays are padded to whole tiles, 256-byte aligned) into stage
@@ -434,10 +430,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     // one bulk group per tile (waited for, for reading, two tiles on).
     if (threadIdx.x == 0) {
       if constexpr (kOrdered) {  // wait for this key tile's turn at query tile i
-        taken_turn = turns.counts + std::int64_t{q_head} * turns.query_tiles + i;
-        const int key_tiles = static_cast<int>(gridDim.x);
-        const int my_turn = rotated ? rotated_turn(key_tile, key_tiles, walk(m))
-                                    : dq_turn(a.causal, key_tile, key_tiles, q0, Br, Bc, a.seq_q, a.seq_k);
+        taken_turn = dq_turns + std::int64_t{q_head} * query_tiles + i;
+        const int my_turn = dq_turn(a.causal, key_tile, static_cast<int>(gridDim.x), q0, Br, Bc, a.seq_q, a.seq_k);
         while (Turn(*taken_turn).load(cuda::memory_order_acquire) != my_turn) {
         }
         cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // the earlier tiles' sums, seen by the TMA

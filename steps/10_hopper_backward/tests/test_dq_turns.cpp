@@ -3,8 +3,7 @@
 // the turns 0 .. n − 1 once each; and a model of the launch, with as many blocks resident as an SM
 // count allows and blocks started in the order of their index, finishes without a block waiting
 // for one that has not started. The same model with the turns in key-tile order and the masked
-// launch reversed stops: the check can fail. Rotated walks (no mask): turns in the order of
-// arrival, and the launch finishes exactly when a head's key tiles are all resident.
+// launch reversed stops: the check can fail.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -150,69 +149,4 @@ TEST_CASE("the model catches an order that waits for a block not yet started (th
   CHECK_FALSE(launch_finishes(s, 7, by_key_tile, course_tile));
   // And the kernel's order with every block resident needs no particular start order.
   CHECK(launch_finishes(s, 1000, course_turn, [](const Shape&, int b, int) { return b; }));
-}
-
-namespace {
-
-// Rotated walks without the mask: `key_tiles` blocks of one K/V head, each walking `steps` steps
-// (G query heads' query tiles) from its own; `slots` resident at once, started in index order.
-// Returns false if every resident block waits and none can start.
-bool rotated_launch_finishes(int key_tiles, int steps, int slots) {
-  std::vector<int> count(steps, 0), next(key_tiles, 0);
-  int started = 0, finished = 0;
-  std::vector<int> resident;
-  while (finished < key_tiles) {
-    while (static_cast<int>(resident.size()) < slots && started < key_tiles) resident.push_back(started++);
-    bool moved = false;
-    for (const int j : resident)
-      while (next[j] < steps) {
-        const int x = fa::step10::rotated_step(next[j], j, steps);
-        if (count[x] != fa::step10::rotated_turn(j, key_tiles, x)) break;
-        ++count[x];
-        ++next[j];
-        moved = true;
-      }
-    const auto done = [&](int j) { return next[j] == steps; };
-    const auto left = std::remove_if(resident.begin(), resident.end(), done);
-    finished += static_cast<int>(resident.end() - left);
-    const bool any_done = left != resident.end();
-    resident.erase(left, resident.end());
-    if (!moved && !any_done) return false;
-  }
-  return std::all_of(count.begin(), count.end(), [&](int c) { return c == key_tiles; });
-}
-
-}  // namespace
-
-TEST_CASE("rotated walks: at every step the key tiles take the turns 0 .. n - 1 in the order they arrive") {
-  // Key tile j reaches step x of the walk at its own step (x - j) mod steps (found here by walking,
-  // not by the formula); the turns must be 0 .. n - 1, each later arrival the next turn.
-  int checked = 0;
-  for (int key_tiles = 1; key_tiles <= 12; ++key_tiles)
-    for (const int steps : {key_tiles, key_tiles + 1, key_tiles + 5, 3 * key_tiles, 4 * key_tiles + 1}) {
-      for (int x = 0; x < steps; ++x) {
-        std::vector<std::pair<int, int>> arrivals;  // (own step, turn), one per key tile
-        for (int j = 0; j < key_tiles; ++j)
-          for (int m = 0; m < steps; ++m)
-            if (fa::step10::rotated_step(m, j, steps) == x) arrivals.push_back({m, fa::step10::rotated_turn(j, key_tiles, x)});
-        std::sort(arrivals.begin(), arrivals.end());
-        INFO(key_tiles << " key tiles, " << steps << " steps, step " << x);
-        REQUIRE(static_cast<int>(arrivals.size()) == key_tiles);  // every key tile passes every step once
-        for (int n = 0; n < key_tiles; ++n) {
-          CHECK(arrivals[n].second == n);
-          if (n > 0) CHECK(arrivals[n].first > arrivals[n - 1].first);  // one step or more behind
-        }
-        ++checked;
-      }
-    }
-  CHECK(checked == 864);  // every step of every (key tiles, steps) above
-}
-
-TEST_CASE("rotated walks finish when a head's key tiles are all resident, and stop when they are not") {
-  for (const auto& [key_tiles, steps] : {std::pair{1, 1}, {2, 2}, {6, 6}, {6, 10}, {32, 32}, {32, 52}, {128, 128}}) {
-    INFO(key_tiles << " key tiles, " << steps << " steps");
-    CHECK(rotated_launch_finishes(key_tiles, steps, key_tiles));
-    CHECK(rotated_launch_finishes(key_tiles, steps, key_tiles + 100));
-    if (key_tiles > 1) CHECK_FALSE(rotated_launch_finishes(key_tiles, steps, key_tiles - 1));  // why the host checks
-  }
 }
