@@ -317,13 +317,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);  // dS's stores, visible to the tensor cores
     if (kOrdered && threadIdx.x == 0) hand_on_turn();       // step m − 1's turn, its additions done
-    // ordered: step m's count read now, relaxed, so that its trip to L2 runs under dQ's products;
-    // if the turn has come by then, the end of the step takes it with a fence instead of a load.
-    int seen_count = -1;
-    if (kOrdered && threadIdx.x == 0) {
-      const int q_head = q_head_of(m);
-      seen_count = Turn(dq_turns[std::int64_t{q_head} * query_tiles + tile_of(m)]).load(cuda::memory_order_relaxed);
-    }
     if (kOneDqBuffer && threadIdx.x == 0) cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<0>{});
     if constexpr (kGroupBarrier && C::kDqSplitsKeys)
       ptx::named_barrier_sync(1 + group, 128);  // this warpgroup's keys of dS stored: all its dQ reads
@@ -439,11 +432,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       if constexpr (kOrdered) {  // wait for this key tile's turn at query tile i
         taken_turn = dq_turns + std::int64_t{q_head} * query_tiles + i;
         const int my_turn = dq_turn(a.causal, key_tile, static_cast<int>(gridDim.x), q0, Br, Bc, a.seq_q, a.seq_k);
-        if (seen_count == my_turn)
-          cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);  // the early read's
-        else
-          while (Turn(*taken_turn).load(cuda::memory_order_acquire) != my_turn) {
-          }
+        while (Turn(*taken_turn).load(cuda::memory_order_acquire) != my_turn) {
+        }
         cuda::ptx::fence_proxy_async(cuda::ptx::space_global);  // the earlier tiles' sums, seen by the TMA
         next_count = my_turn + 1;
       }
