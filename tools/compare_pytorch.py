@@ -4,7 +4,7 @@ and a stage executable run beside them on the same inputs, its output checked ag
 
     compare_pytorch.py --json OUT.json [--dtype bfloat16,float16] [--dim 64,128] [--causal both]
                        [--pass fwd,bwd] [--seq 512,1k,2k,4k,8k,16k] [--tokens 16k] [--hidden 2048]
-                       [--backends flash,cudnn,efficient,math] [--reps 20] [--warmup 5] [--seed 0]
+                       [--backends flash,cudnn,efficient,math,fa4] [--reps 20] [--warmup 5] [--seed 0]
                        [--commit SHA] [--quick]
                        [--stage-exe EXE[,EXE2] ...] [--stage-variants V1,V2] [--stage-args="ARGS"]
                        [--ref-dtype float64|float32] [--keep DIR] [--stage-timeout 600]
@@ -13,7 +13,10 @@ The anchors. For each shape, dtype and pass it runs torch.nn.functional.scaled_d
 with one backend forced at a time (torch.nn.attention.sdpa_kernel) and writes one row per run in the
 course's results format (docs/results_schema.md, `flash-course-results/2`) with "stage": "anchor"
 and "variant": "sdpa_flash" | "sdpa_cudnn" | "sdpa_efficient" | "sdpa_math", so that the plot tool
-and the chapters read the anchors like any other row, from a file measured in one run.
+and the chapters read the anchors like any other row, from a file measured in one run. Beside them,
+FlashAttention-4 (the flash-attn-4 package, `flash_attn.cute.flash_attn_func`) as "variant": "fa4",
+timed the same way on the same inputs in its own layout [B, N, H, D] (made before the timing): where
+the package does not import, its rows are `skipped` with the reason.
 
 Shapes: the FlashAttention papers' sweep by default: B·N = --tokens (16k) and H·D = --hidden (2048),
 so B = tokens / N and H = hidden / D; Nq = Nk = N (SDPA's is_causal is top-left aligned, the
@@ -82,7 +85,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from flashcourse.anchors import BACKENDS, device_header, make_inputs, measure, torch_on_gpu  # noqa: E402
+from flashcourse.anchors import (BACKENDS, FA4, device_header, fa4_attention, make_inputs, measure,  # noqa: E402
+                                 torch_on_gpu)
 from flashcourse.cli import OneLineParser, UsageError, run_command, sizes, tail  # noqa: E402
 from flashcourse.npy import load_output, save_inputs  # noqa: E402
 from flashcourse.reference import (dtypes_of, flash_lse, judge, reference_attention,  # noqa: E402
@@ -119,15 +123,15 @@ def stage_command(exe, dtype_name, causal, load_dir, save_dir, json_path, reps, 
 
 def ratio_text(row, anchors):
     """'312 TFLOP/s: 1.05x sdpa_flash (297), 0.80x sdpa_cudnn (390)' for a stage row, against the
-    anchor rows of its case (variant -> row)."""
+    anchor rows of its case (variant -> row); and FlashAttention-4's (fa4) where its row exists."""
     if row.get("status") != "ok" or not row.get("tflops"):
         return "%s" % row.get("status")
     parts = ["%.4g TFLOP/s" % row["tflops"]]
-    for name in ("sdpa_flash", "sdpa_cudnn"):
+    for name in ("sdpa_flash", "sdpa_cudnn", FA4):
         a = anchors.get(name)
         if a is not None and a.get("status") == "ok" and a.get("tflops"):
             parts.append("%.2fx %s (%.4g)" % (row["tflops"] / a["tflops"], name, a["tflops"]))
-        else:
+        elif name != FA4 or a is not None:  # FA4 named only where it was asked for
             parts.append("%s: %s" % (name, a.get("status") if a else "not run"))
     return ", ".join(parts)
 
@@ -152,7 +156,8 @@ def parse_args(argv):
     ap.add_argument("--seq", default=None, help="N, a list (default %s; --quick %s)" % (DEFAULTS["seq"], QUICK["seq"]))
     ap.add_argument("--tokens", default=None, help="B·N, the batch follows N (default 16k; --quick 2k)")
     ap.add_argument("--hidden", type=int, default=2048, help="H·D, the heads follow D")
-    ap.add_argument("--backends", default=",".join(BACKENDS), help="SDPA backends, a list")
+    ap.add_argument("--backends", default=",".join(BACKENDS + (FA4,)),
+                    help="SDPA backends and fa4 (FlashAttention-4, where it imports), a list")
     ap.add_argument("--reps", type=int, default=None, help="timed runs (default 20; --quick 3); the stage's too")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5; --quick 1)")
     ap.add_argument("--seed", type=int, default=0, help="seed of Q, K, V (and dO)")
@@ -181,8 +186,8 @@ def parse_args(argv):
 def check_args(args):
     wanted = [b for b in args.backends.split(",") if b]
     for b in wanted:
-        if b not in BACKENDS:
-            raise UsageError("unknown backend %r (flash, cudnn, efficient, math)" % b)
+        if b not in BACKENDS + (FA4,):
+            raise UsageError("unknown backend %r (flash, cudnn, efficient, math, fa4)" % b)
     dtypes = [d for d in args.dtype.split(",") if d]
     for d in dtypes:
         if d not in UNIT_ROUNDOFF:
@@ -224,6 +229,9 @@ def main(argv=None):
     if found is None:
         return 2
     torch, sdpa_kernel, backend_of = found
+    fa4_unavailable = ""
+    if FA4 in wanted:
+        backend_of[FA4], fa4_unavailable = fa4_attention()
     dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
     commit = git_commit(args.commit)
@@ -260,7 +268,7 @@ def main(argv=None):
                         for b in wanted:
                             row, out = measure(torch, sdpa_kernel, backend_of[b], b, pass_name, inputs, batch,
                                                heads, n, d, dtype_name, causal, args.reps, args.warmup,
-                                               keep_output=compare)
+                                               keep_output=compare, unavailable=fa4_unavailable)
                             row.update({"device": device["name"], "cuda_runtime": device["cuda_runtime"],
                                         "cuda_driver": "", "git_commit": commit})
                             rows.append(row)

@@ -337,6 +337,23 @@ class Rows(unittest.TestCase):
         self.assertEqual(cp.ratio_text(row, anchors),
                          "320 TFLOP/s, 1.10x sdpa_flash (290), 0.80x sdpa_cudnn (400)")
         self.assertIn("sdpa_cudnn: not run", cp.ratio_text(row, {"sdpa_flash": anchors["sdpa_flash"]}))
+        self.assertNotIn("fa4", cp.ratio_text(row, anchors))  # not asked for: not named
+        with_fa4 = dict(anchors, fa4={"status": "ok", "tflops": 500.0})
+        self.assertTrue(cp.ratio_text(row, with_fa4).endswith(", 0.64x fa4 (500)"))
+        self.assertTrue(cp.ratio_text(row, dict(anchors, fa4={"status": "skipped"})).endswith("fa4: skipped"))
+
+    def test_fa4_where_it_does_not_import(self):
+        # Without the flash-attn-4 package (or with a module that fails to load) the backend is None
+        # with the reason, and its row is a skipped "fa4" anchor row that says it.
+        with mock.patch.dict(sys.modules, {"flash_attn": None, "flash_attn.cute": None}):
+            attention, why = anchors.fa4_attention()
+        self.assertIsNone(attention)
+        self.assertIn("does not import", why)
+        row, out = anchors.measure(None, None, attention, "fa4", "bwd", ("q", "k", "v", "do"), 4, 16, 4096, 128,
+                                   "bfloat16", False, 20, 5, unavailable=why)
+        self.assertIsNone(out)
+        self.assertEqual((row["stage"], row["variant"], row["status"], row["note"]), ("anchor", "fa4", "skipped", why))
+        self.assertEqual(row["flops"], 2.5 * 4 * 4 * 16 * 128 * 4096 * 4096)
 
     def test_write_results(self):
         path = os.path.join(tempfile.mkdtemp(), "out.json")

@@ -34,7 +34,7 @@ a fixed-token sweep, "B·N = 16k tokens", said on the N axis (or in the legend w
 anything else is a line per B·H. Two different shapes never share a line.
 
 Rows of stage "anchor" (PyTorch's backends: variants sdpa_flash, sdpa_cudnn, sdpa_efficient,
-sdpa_math) are references, not a course stage: they are drawn only in the TFLOP/s figure, each
+sdpa_math; and FlashAttention-4, fa4) are references, not a course stage: they are drawn only in the TFLOP/s figure, each
 backend a dashed grey line with markers across N ("PyTorch FA2 (sdpa_flash)") in the panel of its
 pass, dtype, D and causal flag (on the course stages' panels; a device with anchor rows only gets
 the anchors' own panels), with their shape in the label when it is not the stages'; and in the
@@ -84,9 +84,9 @@ LADDER = re.compile(r"^v(\d+)_")  # a rung of a stage's ladder of variants: v1_a
 ANCHOR_STAGE = "anchor"  # PyTorch's backends, measured by tools/compare_pytorch.py: not a course stage
 # How each anchor variant is named and drawn (grey, dashed, its own marker); others: "PyTorch".
 ANCHOR_NAMES = {"sdpa_flash": "PyTorch FA2", "sdpa_cudnn": "cuDNN", "sdpa_efficient": "PyTorch mem-efficient",
-                "sdpa_math": "PyTorch math"}
+                "sdpa_math": "PyTorch math", "fa4": "FlashAttention-4"}
 ANCHOR_STYLE = {"sdpa_flash": ("0.0", "s"), "sdpa_cudnn": ("0.3", "D"), "sdpa_efficient": ("0.5", "^"),
-                "sdpa_math": ("0.65", "v")}
+                "sdpa_math": ("0.65", "v"), "fa4": ("0.15", "P")}
 
 # Every row must carry these; the C++ writer (common/src/results.cpp) always does.
 REQUIRED = {

@@ -4,6 +4,7 @@ each call where a measurement must come from memory), the copy bandwidth, one ba
 case forward or backward, and an anchor timed again in fresh processes, keeping the fastest.
 torch is passed in: importing the package never needs PyTorch."""
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -13,6 +14,7 @@ import sys
 from .cli import run_command, tail
 
 BACKENDS = ("flash", "cudnn", "efficient", "math")
+FA4 = "fa4"  # FlashAttention-4 (the flash-attn-4 package), timed beside SDPA's backends where it imports
 ANCHORS_LINE = "anchors: "  # how a --anchors-only process prints its one case's medians
 
 
@@ -37,6 +39,21 @@ def torch_on_gpu(prog):
         return None
     return torch, sdpa_kernel, {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                                 "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+
+
+def fa4_attention():
+    """FlashAttention-4's attention as f(q, k, v, causal) -> O on tensors in its own layout
+    [B, N, H, D], and "" -- or None and why it cannot be used here (the flash-attn-4 package, module
+    flash_attn.cute, is not installed, or its CuTe DSL does not load)."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except Exception as e:  # noqa: BLE001 -- an ImportError, or a DSL library that fails to load
+        return None, "flash_attn.cute does not import here (%s)" % str(e).split("\n")[0][:150]
+
+    def attention(q, k, v, causal):
+        out = flash_attn_func(q, k, v, causal=causal)
+        return out[0] if isinstance(out, tuple) else out  # some versions return (O, LSE)
+    return attention, ""
 
 
 def device_header(torch):
@@ -103,12 +120,15 @@ def make_inputs(torch, shape, dtype, seed, with_do):
 
 
 def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, n, d, dtype_name, causal,
-            reps, warmup, keep_output=False):
+            reps, warmup, keep_output=False, unavailable=""):
     """One backend on one case (Nq = Nk = n, CUDA events, the median of reps after warmup calls): its
-    row, and (keep_output, ok) its output O, or O and the gradients for a backward."""
+    row, and (keep_output, ok) its output O, or O and the gradients for a backward. `backend` is an
+    SDPA backend, or for FA4 its attention function (fa4_attention), or None when it is not available
+    here (a skipped row saying `unavailable`)."""
     flops_fwd = 4.0 * batch * heads * d * visible_pairs(n, n, causal)
     flops = flops_fwd * (2.5 if pass_name == "bwd" else 1.0)
-    row = {"stage": "anchor", "variant": "sdpa_" + name, "pass": pass_name, "batch": batch, "heads": heads,
+    fa4 = name == FA4
+    row = {"stage": "anchor", "variant": FA4 if fa4 else "sdpa_" + name, "pass": pass_name, "batch": batch, "heads": heads,
            "heads_kv": heads, "seq_q": n, "seq_k": n, "dim": d, "dtype": dtype_name, "causal": causal,
            "scale": 1.0 / math.sqrt(d), "status": "ok", "note": "", "median_ms": None, "min_ms": None,
            "max_ms": None, "reps": 0, "tflops": None, "gbps": None, "flops": flops, "peak_bytes": None,
@@ -117,7 +137,13 @@ def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, 
     if inputs is None:
         row.update(status="oom", note="the inputs do not fit")
         return row, None
+    if backend is None:
+        row.update(status="skipped", note=unavailable or "not available here")
+        return row, None
     q0, k0, v0, d_o = inputs
+    if fa4:  # FlashAttention's layout, [B, N, H, D], made before the memory is counted and the timing
+        q0, k0, v0 = (t.transpose(1, 2).contiguous() for t in (q0, k0, v0))
+        d_o = d_o.transpose(1, 2).contiguous() if d_o is not None else None
     element = q0.element_size()
     numel = q0.numel()
     inputs_bytes = (3 + (pass_name == "bwd")) * numel * element  # Q K V (+ dO), allocated before the base
@@ -131,8 +157,10 @@ def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, 
         bwd = pass_name == "bwd"
         # Leaves sharing the inputs' storage, so that the backward has gradients to make.
         q, k, v = (t.detach().requires_grad_(bwd) for t in (q0, k0, v0))
-        with sdpa_kernel(backend):
+        with contextlib.nullcontext() if fa4 else sdpa_kernel(backend):
             def forward():
+                if fa4:
+                    return backend(q, k, v, causal)
                 return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
             if not bwd:
@@ -165,6 +193,8 @@ def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, 
                     t.grad = None
                 o.backward(d_o, retain_graph=True)
                 out = (o.detach().clone(), q.grad.clone(), k.grad.clone(), v.grad.clone())
+            if fa4 and out is not None:  # back to [B, H, N, D], as the other backends give them
+                out = out.transpose(1, 2).contiguous() if not bwd else tuple(t.transpose(1, 2).contiguous() for t in out)
         if bwd:
             del o
             for t in (q, k, v):
@@ -172,7 +202,9 @@ def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, 
     except torch.cuda.OutOfMemoryError as e:
         row.update(status="oom", note=str(e).split("\n")[0][:200])
         return row, None
-    except RuntimeError as e:  # a backend that does not take this case says so here
+    except Exception as e:  # noqa: BLE001 -- a backend that does not take this case says so here
+        if not isinstance(e, RuntimeError) and not fa4:  # FA4's checks raise other kinds too
+            raise
         row.update(status="skipped", note=str(e).split("\n")[0][:200])
         return row, None
     median = statistics.median(times)
