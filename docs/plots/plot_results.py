@@ -34,10 +34,11 @@ a fixed-token sweep, "B·N = 16k tokens", said on the N axis (or in the legend w
 anything else is a line per B·H. Two different shapes never share a line.
 
 Rows of stage "anchor" (PyTorch's backends: variants sdpa_flash, sdpa_cudnn, sdpa_efficient,
-sdpa_math; and FlashAttention-4, fa4) are references, not a course stage: they are drawn only in the TFLOP/s figure, each
-backend a dashed grey line with markers across N ("PyTorch FA2 (sdpa_flash)") in the panel of its
-pass, dtype, D and causal flag (on the course stages' panels; a device with anchor rows only gets
-the anchors' own panels), with their shape in the label when it is not the stages'; and in the
+sdpa_math; and FlashAttention-4, fa4) are references, not a course stage: they are drawn only in
+the TFLOP/s figure, each backend a dashed grey line with markers across N ("PyTorch FA2
+(sdpa_flash)") in the panel of its pass, dtype, D and causal flag (on the course stages' panels; a
+device with anchor rows only gets the anchors' own panels), with their shape in the label when it
+is not the stages'; and in the
 stage-by-stage figure as horizontal lines at exactly its shape. They never make a bar, a ladder
 rung or a line of the memory and time figures. Where a panel has such rows, anchors.json's
 attention lines are left out of it (its matmul ceilings stay); anchor rows that no panel shows are

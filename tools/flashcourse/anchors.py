@@ -56,6 +56,11 @@ def fa4_attention():
     return attention, ""
 
 
+def swap_tokens_heads(t):
+    """[B, H, N, D] as [B, N, H, D] or back, contiguous: SDPA's layout and FlashAttention's."""
+    return t.transpose(1, 2).contiguous()
+
+
 def device_header(torch):
     """The results file's "device" object for GPU 0, as far as PyTorch tells it."""
     prop = torch.cuda.get_device_properties(0)
@@ -128,8 +133,8 @@ def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, 
     flops_fwd = 4.0 * batch * heads * d * visible_pairs(n, n, causal)
     flops = flops_fwd * (2.5 if pass_name == "bwd" else 1.0)
     fa4 = name == FA4
-    row = {"stage": "anchor", "variant": FA4 if fa4 else "sdpa_" + name, "pass": pass_name, "batch": batch, "heads": heads,
-           "heads_kv": heads, "seq_q": n, "seq_k": n, "dim": d, "dtype": dtype_name, "causal": causal,
+    row = {"stage": "anchor", "variant": FA4 if fa4 else "sdpa_" + name, "pass": pass_name, "batch": batch,
+           "heads": heads, "heads_kv": heads, "seq_q": n, "seq_k": n, "dim": d, "dtype": dtype_name, "causal": causal,
            "scale": 1.0 / math.sqrt(d), "status": "ok", "note": "", "median_ms": None, "min_ms": None,
            "max_ms": None, "reps": 0, "tflops": None, "gbps": None, "flops": flops, "peak_bytes": None,
            "extra_bytes": None, "driver_bytes": None, "reference": "", "verified": False,
@@ -142,8 +147,8 @@ def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, 
         return row, None
     q0, k0, v0, d_o = inputs
     if fa4:  # FlashAttention's layout, [B, N, H, D], made before the memory is counted and the timing
-        q0, k0, v0 = (t.transpose(1, 2).contiguous() for t in (q0, k0, v0))
-        d_o = d_o.transpose(1, 2).contiguous() if d_o is not None else None
+        q0, k0, v0 = (swap_tokens_heads(t) for t in (q0, k0, v0))
+        d_o = swap_tokens_heads(d_o) if d_o is not None else None
     element = q0.element_size()
     numel = q0.numel()
     inputs_bytes = (3 + (pass_name == "bwd")) * numel * element  # Q K V (+ dO), allocated before the base
@@ -194,7 +199,7 @@ def measure(torch, sdpa_kernel, backend, name, pass_name, inputs, batch, heads, 
                 o.backward(d_o, retain_graph=True)
                 out = (o.detach().clone(), q.grad.clone(), k.grad.clone(), v.grad.clone())
             if fa4 and out is not None:  # back to [B, H, N, D], as the other backends give them
-                out = out.transpose(1, 2).contiguous() if not bwd else tuple(t.transpose(1, 2).contiguous() for t in out)
+                out = tuple(map(swap_tokens_heads, out)) if bwd else swap_tokens_heads(out)
         if bwd:
             del o
             for t in (q, k, v):
