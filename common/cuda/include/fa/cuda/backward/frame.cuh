@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/backward/row_kernels.cuh"
@@ -55,9 +56,24 @@ BackwardArgs<T> prepare_backward(const Problem& p, const AttentionInputs& in, Co
   if (atomic_dq)
     FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, static_cast<std::size_t>(p.q_elements()) * sizeof(float), ctx.stream));
   const long long rows = heads * seq_q_padded;
-  preprocess_kernel<T><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, ctx.stream>>>(
-      o.as<T>(), args.d_o, lse.as<float>(), lse2, delta, heads, static_cast<int>(p.seq_q), seq_q_padded,
-      static_cast<int>(p.dim));
+  const bool wide = aligned16(o.data) && aligned16(d_o.data);  // 16-byte rows: D a multiple of 8
+  auto launch_wide = [&](auto dim) {
+    constexpr int D = decltype(dim)::value;
+    preprocess_wide_kernel<T, D><<<static_cast<unsigned>((rows * (D / 8) + 255) / 256), 256, 0, ctx.stream>>>(
+        o.as<T>(), args.d_o, lse.as<float>(), lse2, delta, heads, static_cast<int>(p.seq_q), seq_q_padded);
+  };
+  if (wide && p.dim == 32)
+    launch_wide(std::integral_constant<int, 32>{});
+  else if (wide && p.dim == 64)
+    launch_wide(std::integral_constant<int, 64>{});
+  else if (wide && p.dim == 128)
+    launch_wide(std::integral_constant<int, 128>{});
+  else if (wide && p.dim == 256)
+    launch_wide(std::integral_constant<int, 256>{});
+  else
+    preprocess_kernel<T><<<static_cast<unsigned>((rows * 32 + 255) / 256), 256, 0, ctx.stream>>>(
+        o.as<T>(), args.d_o, lse.as<float>(), lse2, delta, heads, static_cast<int>(p.seq_q), seq_q_padded,
+        static_cast<int>(p.dim));
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("preprocess");
   return args;
@@ -69,8 +85,14 @@ void finish_atomic_dq(const Problem& p, const BackwardArgs<T>& args, const Atten
                       DeviceContext& ctx) {
   ctx.kernel_begin("dq");
   const long long n = p.q_elements();
-  const unsigned blocks = static_cast<unsigned>(std::min<long long>((n + 255) / 256, 132LL * 16));
-  convert_dq_kernel<T><<<blocks, 256, 0, ctx.stream>>>(args.dq_accum, grads.dq.as<T>(), n, args.scale);
+  if (n % 4 == 0 && aligned16(args.dq_accum) && aligned16(grads.dq.data)) {
+    const unsigned blocks = static_cast<unsigned>(std::min<long long>((n / 4 + 255) / 256, 132LL * 16));
+    convert_dq_wide_kernel<T><<<blocks, 256, 0, ctx.stream>>>(reinterpret_cast<const float4*>(args.dq_accum),
+                                                              grads.dq.as<T>(), n / 4, args.scale);
+  } else {
+    const unsigned blocks = static_cast<unsigned>(std::min<long long>((n + 255) / 256, 132LL * 16));
+    convert_dq_kernel<T><<<blocks, 256, 0, ctx.stream>>>(args.dq_accum, grads.dq.as<T>(), n, args.scale);
+  }
   FA_CUDA_CHECK_LAUNCH();
   ctx.kernel_end("dq");
 }
