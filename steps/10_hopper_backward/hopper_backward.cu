@@ -41,6 +41,7 @@
 #include "10_hopper_backward/ladder/v11_dv_early.cuh"
 #include "10_hopper_backward/ladder/v12_tiles_of_80.cuh"
 #include "10_hopper_backward/ladder/v13_heavy_first.cuh"
+#include "10_hopper_backward/ladder/v14_split_tail.cuh"
 #include "10_hopper_backward/split_columns.cuh"
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
@@ -82,11 +83,34 @@ template <int D>
 using V12Config = TilesOf80Config<D>;  // query tiles of 80 and one dQ buffer at D = 128
 template <int D>
 using V13Config = TilesOf80Config<D>;  // rung 12's tile shape; only the blocks' order changes
+template <int D>
+using V14Config = TilesOf80Config<D>;  // and rung 14's: only the last wave's blocks change
+
+// Rung 14's plan (tail_split.hpp): blocks resident at once, the device's SMs times the kernel's
+// blocks per SM, unless a test sets a smaller count to split its small shapes.
+int g_tail_slots_for_testing = 0;
+// A piece's cost beyond its share of the steps, in steps (its loads of K and V, its dK and dV by
+// atomics): the model's one number, an estimate.
+constexpr double kPieceCostSteps = 1.0;
+
+template <class C, auto kKernel>
+long long resident_blocks() {
+  if (g_tail_slots_for_testing > 0) return g_tail_slots_for_testing;
+  static const long long slots = [] {  // asked once: the timed backward should not pay for it
+    int device = 0, sms = 0, per_sm = 0;
+    FA_CUDA_CHECK(cudaGetDevice(&device));
+    FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, C::kThreads, C::kSmemBytes));
+    return static_cast<long long>(sms) * std::max(per_sm, 1);
+  }();
+  return slots;
+}
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
 // BackwardMaps, or BackwardMapsWithDq for the rungs that add dQ by the TMA; kOrdered: the
-// deterministic variant, which takes its turn counters).
-template <class T, class C, auto kKernel, class Maps = BackwardMaps, bool kOrdered = false>
+// deterministic variant, which takes its turn counters; kSplitTail: rung 14, whose last wave may
+// be split into pieces without the mask).
+template <class T, class C, auto kKernel, class Maps = BackwardMaps, bool kOrdered = false, bool kSplitTail = false>
 void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceContext& ctx) {
   constexpr int D = C::D;
   opt_in_shared_memory_once<kKernel, C::kSmemBytes>();
@@ -100,8 +124,28 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
     maps.dq = hopper::make_float_tile_map(args.dq_accum, heads, p.seq_q, D, C::kBr);
   // The grid: (key tiles, K/V heads); which tile a block owns, in index order or (rung 13, with
   // the mask) the longest first: block_order.hpp.
-  const dim3 grid(static_cast<unsigned>((p.seq_k + C::kBc - 1) / C::kBc), static_cast<unsigned>(kv_heads));
+  const int key_tiles = static_cast<int>((p.seq_k + C::kBc - 1) / C::kBc);
+  dim3 grid(static_cast<unsigned>(key_tiles), static_cast<unsigned>(kv_heads));
+  // Rung 14 without the mask: the plan for the last wave, its float32 sums zeroed, and the grid's
+  // rows grown to hold the pieces (the blocks past the last piece return at once).
+  TailSplit split{};
+  if constexpr (kSplitTail) {
+    if (!p.causal) {
+      const int walk = static_cast<int>((p.seq_q + C::kBr - 1) / C::kBr * (p.heads / p.kv_heads()));
+      split = plan_tail_split(static_cast<long long>(key_tiles) * kv_heads, resident_blocks<C, kKernel>(), walk,
+                              kPieceCostSteps);
+      if ((split_blocks(split) + key_tiles - 1) / key_tiles > 65535) split = TailSplit{};  // the grid's rows
+    }
+  }
   ctx.kernel_begin("dkdv+dq");
+  if (split.split_tiles > 0) {
+    const auto sums = static_cast<std::size_t>(split.split_tiles) * C::kBc * D;
+    float* dkv = ctx.scratch_as<float>("split_tail_dkv", 2 * sums);
+    FA_CUDA_CHECK(cudaMemsetAsync(dkv, 0, 2 * sums * sizeof(float), ctx.stream));
+    split.dk = dkv;
+    split.dv = dkv + sums;
+    grid.y = static_cast<unsigned>((split_blocks(split) + key_tiles - 1) / key_tiles);
+  }
   if constexpr (std::is_same_v<Maps, BackwardMapsWithDq>) {
     // Rung 3 on: grouped heads (G per K/V head), and for the ordered dQ one counter per query head
     // and query tile, zeroed here (the rung that adds as the tiles come gets none).
@@ -112,8 +156,21 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
       dq_turns = ctx.scratch_as<int>("dq_turns", turns);
       FA_CUDA_CHECK(cudaMemsetAsync(dq_turns, 0, turns * sizeof(int), ctx.stream));
     }
-    kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args, static_cast<int>(p.heads / p.kv_heads()),
-                                                              dq_turns, query_tiles);
+    const int heads_per_kv = static_cast<int>(p.heads / p.kv_heads());
+    // The kernels of rungs 3 and 5 to 14 (ladder/v3_dq_by_tma.cuh) take the split (none but rung 14's
+    // is given one); rung 4's and D = 256's do not.
+    if constexpr (std::is_invocable_v<decltype(kKernel), Maps, bwd::BackwardArgs<T>, int, int*, int, TailSplit>) {
+      kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args, heads_per_kv, dq_turns, query_tiles, split);
+      if constexpr (kSplitTail) {
+        if (split.split_tiles > 0) {  // the split tiles' dK and dV, from their float32 sums
+          FA_CUDA_CHECK_LAUNCH();
+          finish_split_tiles_kernel<T, C::kBc, D><<<264, 256, 0, ctx.stream>>>(split, args.dk, args.dv, key_tiles,
+                                                                                static_cast<int>(p.seq_k), args.scale);
+        }
+      }
+    } else {
+      kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args, heads_per_kv, dq_turns, query_tiles);
+    }
   } else
     kKernel<<<grid, C::kThreads, C::kSmemBytes, ctx.stream>>>(maps, args);
   FA_CUDA_CHECK_LAUNCH();
@@ -163,6 +220,10 @@ void launch_rung(Rung rung, const Problem& p, const bwd::BackwardArgs<T>& args, 
       break;
     case Rung::heavy_first:
       launch_config<T, V13Config<D>, backward_heavy_first_kernel<T, V13Config<D>>, BackwardMapsWithDq>(p, args, ctx);
+      break;
+    case Rung::split_tail:
+      launch_config<T, V14Config<D>, backward_split_tail_kernel<T, V14Config<D>>, BackwardMapsWithDq, false, true>(
+          p, args, ctx);
       break;
   }
 }
@@ -223,6 +284,8 @@ void backward(Rung rung, const Problem& p, const AttentionInputs& in, ConstTenso
 }  // namespace
 
 std::string skip_reason() { return step09::hopper_skip_reason(); }
+
+void set_tail_slots_for_testing(int slots) { g_tail_slots_for_testing = slots; }
 
 const char* fastest_backward_stage(const Problem& p) {
   return step09::runs_here() && kSupports.has_dim(p.dim) ? "10" : "08";

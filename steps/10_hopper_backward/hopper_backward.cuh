@@ -39,13 +39,14 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // rung 10, rung 9 with dQ's products issued before dK's; rung 11, rung 10 with dV's products
 // issued before dS is computed; rung 12, rung 10 with query tiles of 80 and dQ computed
 // transposed at D = 128 (rung 10 at D = 64); rung 13, the stage's kernel, rung 12 with the blocks
-// that see the most queries started first under the causal mask (block_order.hpp).
+// that see the most queries started first under the causal mask (block_order.hpp); rung 14, rung 13
+// with the last wave's key tiles split into pieces without the mask (tail_split.hpp).
 // deterministic: rung 13's kernel with dQ's additions in a fixed order (dq_turns.hpp) and the
 // blocks in index order: bitwise the same dQ on every run; extra device memory, one int per query
 // head and query tile. At D = 256 only the stage's kernel runs (split_columns.cuh).
 enum class Rung { wgmma, rows_in_shared, dq_by_tma, deterministic, own_dq, ds_by_stmatrix, three_groups,
                   group_barrier, wide_query_tiles, fast_exp, dq_before_dk, dv_early, tiles_of_80,
-                  heavy_first };
+                  heavy_first, split_tail };
 // The rung attention_backward runs at D = 64 and 128.
 inline constexpr Rung kStageRung = Rung::heavy_first;
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
@@ -64,5 +65,9 @@ void attention_forward(const Problem& p, const AttentionInputs& in, const Attent
 
 // Empty on a GPU of compute capability 9.0, else the one line of why (stage 09's).
 std::string skip_reason();
+
+// For tests: rung 14 plans its split for this many resident blocks instead of the device's (0: the
+// device's), so that small shapes are split too.
+void set_tail_slots_for_testing(int slots);
 
 }  // namespace fa::step10

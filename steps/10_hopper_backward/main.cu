@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   spec.supports = fa::step10::kSupports;
   spec.variants = {"wgmma", "rows_in_shared", "dq_by_tma", "own_dq", "stmatrix", "three_groups", "group_barrier",
                    "wide_query_tiles", "fast_exp", "dq_before_dk", "dv_early", "tiles_of_80", "heavy_first",
-                   "deterministic"};
+                   "split_tail", "deterministic"};
   spec.notes =
       "kernel (wgmma): one block per tile of 128 keys, two warpgroups of 64 keys; query tiles of 64\n"
       "streamed by TMA (Q and dO, two buffers); wgmma for S^T = K.Q^T and dP^T = V.dO^T (both from\n"
@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
       "heavy_first (the stage's kernel): tiles_of_80's with, under the causal mask, the blocks that\n"
       "see the most queries started first (key tile 0 of four heads, then key tile 1, ...);\n"
       "without the mask the same kernel as tiles_of_80.\n"
+      "split_tail: heavy_first's with, without the mask, the last wave's key tiles walked by several\n"
+      "blocks each (a share of the query tiles each, dK and dV added into float32 sums, converted after).\n"
       "deterministic: tiles_of_80's with dQ added key tile by key tile for each query tile (a counter\n"
       "per query tile, the blocks in the order the turns need): the same dQ bit for bit on every run.\n"
       "D = rowsum(dO*O), LSE*log2e and the dQ conversion: stage 08's kernels, shared in common/\n"
@@ -116,6 +118,8 @@ int main(int argc, char** argv) {
                                                   rung(fa::step10::Rung::tiles_of_80)));
   def.variants.push_back(fa::gpu_backward_variant("10", "heavy_first", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::heavy_first)));
+  def.variants.push_back(fa::gpu_backward_variant("10", "split_tail", /*ours=*/true, fa::step10::attention_forward,
+                                                  rung(fa::step10::Rung::split_tail)));
   def.variants.push_back(fa::gpu_backward_variant("10", "deterministic", /*ours=*/true, fa::step10::attention_forward,
                                                   rung(fa::step10::Rung::deterministic)));
   // The previous stage beside it, same dtype: the chart's comparison.

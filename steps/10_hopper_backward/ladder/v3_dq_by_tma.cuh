@@ -44,6 +44,7 @@
 #include "10_hopper_backward/backward_maps.cuh"
 #include "10_hopper_backward/block_order.hpp"
 #include "10_hopper_backward/dq_turns.hpp"
+#include "10_hopper_backward/tail_split.hpp"
 #include "fa/cuda/backward/key_tiles.cuh"
 #include "fa/cuda/hopper/tma.cuh"
 #include "fa/cuda/hopper/wgmma.cuh"
@@ -119,15 +120,21 @@ struct DqByTmaConfig {
 //     dQ's buffer one float at a time, transposed back.
 //   heavy_first: with the mask, the blocks that see the most queries start first, in groups of four
 //     K/V heads (rung 13, block_order.hpp), instead of each head's key tiles in turn.
+//   split_tail: the key tiles of the last wave (and with them, where the launch's plan says so, the
+//     waves before it) walked by several blocks each, a share of the steps each (rung 14,
+//     tail_split.hpp; the launch splits only without the mask); a piece adds its dK and dV into
+//     float32 sums (`split`), which the launch converts after.
 struct DqTmaOptions {
   static constexpr bool ordered = false, stmatrix = false, group_barrier = false, fast_exp = false,
-                        dq_before_dk = false, dv_early = false, dq_transposed = false, heavy_first = false;
+                        dq_before_dk = false, dv_early = false, dq_transposed = false, heavy_first = false,
+                        split_tail = false;
 };
 
 template <class T, class C, class Options = DqTmaOptions>
 __global__ void __launch_bounds__(C::kThreads, 1)
     backward_dq_tma_kernel(const __grid_constant__ BackwardMapsWithDq maps, const bwd::BackwardArgs<T> a,
-                           const int heads_per_kv, int* dq_turns, const int query_tiles) {
+                           const int heads_per_kv, int* dq_turns, const int query_tiles,
+                           const TailSplit split) {
   constexpr bool kOrdered = Options::ordered, kStmatrix = Options::stmatrix, kGroupBarrier = Options::group_barrier;
   constexpr bool kFastExp = Options::fast_exp, kDqBeforeDk = Options::dq_before_dk, kDvEarly = Options::dv_early;
   constexpr bool kDqTransposed = Options::dq_transposed, kOneDqBuffer = C::kDqStages == 1;
@@ -136,6 +143,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                 "dQ in blocks of 64 query rows, or transposed: one block of 64 columns of D per warpgroup");
   static_assert(!(kOneDqBuffer && kGroupBarrier), "one dQ buffer: its wait is passed on by the block barrier after dS");
   static_assert(!(kOrdered && Options::heavy_first), "the ordered dQ's turns assume each head's key tiles in turn");
+  static_assert(!(kOrdered && Options::split_tail), "the ordered dQ's turns assume whole key tiles");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
   T* k_tile = reinterpret_cast<T*>(smem);
@@ -161,7 +169,16 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // heads_per_kv of them (1 without grouped heads), are kv_head·G .. kv_head·G + G − 1, and the
   // block walks the query tiles of each in turn, so that dK and dV sum over the group in registers.
   // Which key tile and head: in index order, or with the mask heavy first (block_order.hpp).
-  const long long block = blockIdx.x + static_cast<long long>(gridDim.x) * blockIdx.y;
+  long long block = blockIdx.x + static_cast<long long>(gridDim.x) * blockIdx.y;
+  // split_tail: a block past the whole tiles walks part `part` of `pieces` of its key tile's steps.
+  int part = 0, pieces = 1;
+  if constexpr (Options::split_tail) {
+    const BlockPiece piece = block_piece(block, split);
+    if (piece.idle) return;  // the grid's padding after the last piece
+    block = piece.tile;
+    part = piece.part;
+    pieces = piece.pieces;
+  }
   const BlockTile mine = Options::heavy_first && a.causal
                              ? heavy_first_tile(block, static_cast<int>(gridDim.x), static_cast<int>(gridDim.y))
                              : index_order_tile(block, static_cast<int>(gridDim.x));
@@ -170,9 +187,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       kOrdered ? ordered_key_tile(a.causal, mine.key_tile, static_cast<int>(gridDim.x)) : mine.key_tile;
   const int j0 = key_tile * Bc;
   const bwd::QueryTiles tiles = bwd::query_tiles(j0, Bc, Br, a.seq_q, a.seq_k, a.causal);
-  const int count = tiles.end - tiles.begin, steps = count * heads_per_kv;
-  auto q_head_of = [&](int m) { return kv_head * heads_per_kv + m / count; };  // step m's query head
-  auto tile_of = [&](int m) { return tiles.begin + m % count; };               // and its query tile
+  // The walk: every query tile of each query head of the group in turn; a piece takes steps
+  // first_step .. first_step + steps − 1 of it (all of it where nothing is split), and counts its
+  // steps m from 0 (the buffers' stages and phases).
+  const int count = tiles.end - tiles.begin, walk = count * heads_per_kv;
+  const int first_step = piece_first_step(walk, part, pieces);
+  const int steps = piece_first_step(walk, part + 1, pieces) - first_step;
+  auto q_head_of = [&](int m) { return kv_head * heads_per_kv + (first_step + m) / count; };  // step m's query head
+  auto tile_of = [&](int m) { return tiles.begin + (first_step + m) % count; };               // and its query tile
 
   // One thread asks for step m's query tile (Q and dO by the TMA, its rows' LSE·log2e and D by two
   // bulk copies of Br floats: the arrays are padded to whole tiles, 256-byte aligned) into stage
@@ -451,6 +473,26 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x == 0) {
     cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<0>{});
     if constexpr (kOrdered) hand_on_turn();
+  }
+
+  // split_tail, a piece: its share of dK (unscaled) and dV added into its tile's float32 sums,
+  // two neighbouring columns per atomic; the launch scales and converts them after the kernel.
+  if constexpr (Options::split_tail) {
+    if (pieces > 1) {
+      const std::int64_t row0 = (block - split.whole_blocks) * Bc;  // the tile's first row of the sums
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int key = key_row0 + g + 8 * h;
+        if (j0 + key >= a.seq_k) continue;
+#pragma unroll
+        for (int jd = 0; jd < ND; ++jd) {
+          const std::int64_t at = (row0 + key) * D + 8 * jd + 2 * t;
+          atomicAdd(reinterpret_cast<float2*>(split.dk + at), make_float2(dk[jd][2 * h], dk[jd][2 * h + 1]));
+          atomicAdd(reinterpret_cast<float2*>(split.dv + at), make_float2(dv[jd][2 * h], dv[jd][2 * h + 1]));
+        }
+      }
+      return;
+    }
   }
 
   // dK = τ·dSᵀQ, dV: this warp's 16 keys, two neighbouring columns per store.

@@ -98,14 +98,15 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
   // rung 8 (at D = 64 query tiles of 128: Nq = 333 is two whole tiles and a tail, dQ by row blocks),
   // rung 9 (P by ex2.approx), rung 10 (dK's products behind dQ's), rung 11 (dV's before dS) and
   // rung 12 (at D = 128 query tiles of 80: Nq = 333 is four whole tiles and a tail, dQ transposed
-  // through one buffer reused at every tile) and rung 13 (causal, two heads: one group, partial).
+  // through one buffer reused at every tile), rung 13 (causal, two heads: one group, partial) and
+  // rung 14 (no mask: a grid this small is split into pieces on the GPU's own count of SMs).
   int cases = 0;
   for (const fa::step10::Rung rung : {fa::step10::Rung::wgmma, fa::step10::Rung::dq_by_tma, fa::step10::Rung::own_dq,
                                       fa::step10::Rung::ds_by_stmatrix, fa::step10::Rung::three_groups,
                                       fa::step10::Rung::group_barrier, fa::step10::Rung::wide_query_tiles,
                                       fa::step10::Rung::fast_exp, fa::step10::Rung::dq_before_dk,
                                       fa::step10::Rung::dv_early, fa::step10::Rung::tiles_of_80,
-                                      fa::step10::Rung::heavy_first}) {
+                                      fa::step10::Rung::heavy_first, fa::step10::Rung::split_tail}) {
     const fa::DeviceBackward backward = [rung](const fa::Problem& pp, const fa::AttentionInputs& in,
                                                fa::ConstTensorView o, fa::ConstTensorView lse, fa::ConstTensorView d_o,
                                                const fa::AttentionGradients& g, fa::DeviceContext& ctx) {
@@ -129,12 +130,13 @@ TEST_CASE("the other rungs against float64: tails, Nq != Nk, causal, both head d
                              : rung == fa::step10::Rung::dq_before_dk   ? "rung 10 "
                              : rung == fa::step10::Rung::dv_early       ? "rung 11 "
                              : rung == fa::step10::Rung::tiles_of_80    ? "rung 12 "
-                                                                        : "rung 13 ";
+                             : rung == fa::step10::Rung::heavy_first    ? "rung 13 "
+                                                                        : "rung 14 ";
           check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           ++cases;
         }
   }
-  CHECK(cases == 240);
+  CHECK(cases == 260);
 }
 
 TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 3 and Hkv = 1)") {
@@ -151,7 +153,8 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
           p.heads_kv = h.hkv;
           const fa::AttentionData data = inputs(p, 800 + cases);
           check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), p.describe());
-          // Rungs 4 to 13 too (rung 4: a warpgroup walks the group's heads on its own).
+          // Rungs 4 to 14 too (rung 4: a warpgroup walks the group's heads on its own; rung 14: a
+          // piece's share of the walk may end in the middle of a head).
           for (const auto& [rung, name] : {std::pair{fa::step10::Rung::own_dq, "rung 4 "},
                                            std::pair{fa::step10::Rung::ds_by_stmatrix, "rung 5 "},
                                            std::pair{fa::step10::Rung::three_groups, "rung 6 "},
@@ -161,7 +164,8 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
                                            std::pair{fa::step10::Rung::dq_before_dk, "rung 10 "},
                                            std::pair{fa::step10::Rung::dv_early, "rung 11 "},
                                            std::pair{fa::step10::Rung::tiles_of_80, "rung 12 "},
-                                           std::pair{fa::step10::Rung::heavy_first, "rung 13 "}}) {
+                                           std::pair{fa::step10::Rung::heavy_first, "rung 13 "},
+                                           std::pair{fa::step10::Rung::split_tail, "rung 14 "}}) {
             const fa::GpuRun r = fa::run_once(p, data, fa::step10::attention_forward, rung_backward(rung));
             check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), name + p.describe());
           }
@@ -186,6 +190,32 @@ TEST_CASE("heavy first (the stage's kernel) over several groups of heads: every 
         const fa::GpuRun r =
             fa::run_once(p, data, fa::step10::attention_forward, rung_backward(fa::step10::Rung::tiles_of_80));
         check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), "rung 12 " + p.describe());
+        ++cases;
+      }
+  CHECK(cases == 8);
+}
+
+TEST_CASE("rung 14 with the last wave split as on a full GPU: whole tiles and pieces, against float64") {
+  fa::step09::exit_skipped_unless_hopper();
+  // As if 10 or 14 blocks were resident at once, so that a small grid has whole waves and a split
+  // tail: B · Hkv = 2 · 3 K/V heads of 6 key tiles (Nk = 700, the last a tail), 36 tiles; the walks
+  // 5 query tiles (Nq = 333 at D = 128, 80 rows) or 3 (D = 64, 128 rows) long, times G = 2 query
+  // heads. The plan (tail_split.hpp) splits the last 6 or 8 tiles into 5 pieces of 2 steps at
+  // D = 128 and 3 of 2 at D = 64, so that a piece ends in the middle of a head. Without the mask
+  // (split) and with it (not split, the same launch otherwise).
+  int cases = 0;
+  for (const int slots : {10, 14})
+    for (const std::int64_t d : {64, 128})
+      for (const bool causal : {false, true}) {
+        fa::Problem p = problem16(333, 700, d, causal, 2, 6, d == 64 ? fa::DType::float16 : fa::DType::bfloat16);
+        p.heads_kv = 3;
+        const fa::AttentionData data = inputs(p, 950 + cases);
+        fa::step10::set_tail_slots_for_testing(slots);
+        const fa::GpuRun r =
+            fa::run_once(p, data, fa::step10::attention_forward, rung_backward(fa::step10::Rung::split_tail));
+        fa::step10::set_tail_slots_for_testing(0);
+        check_verification(fa::verify_backward(p, data, r.out, true, 0, 1),
+                           "rung 14, " + std::to_string(slots) + " resident, " + p.describe());
         ++cases;
       }
   CHECK(cases == 8);
