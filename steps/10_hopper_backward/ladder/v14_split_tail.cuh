@@ -20,6 +20,13 @@
 // 1.01-1.025× at D = 128 (the model's 2.1-2.9 %, less what the pieces' atomics and second loads of
 // K and V cost beyond its one step); with the mask 1.00×. dK and dV of the split tiles are summed
 // in whatever order the pieces finish, so their last bits may differ between runs (dQ's already do).
+//
+// Measured (one H100, bf16, the paper shapes at N = 4k and 16k, two alternating rounds against
+// rung 13 from one build, docs/results/step10_rung14_h100/): without the mask 1.022 and 1.026× at
+// D = 64, 1.006× (4k) and 1.025× (16k) at D = 128, the means of the rounds: inside the prediction
+// at D = 64 and at 16k, below it at D = 128, 4k. With the mask the same kernel (0.99-1.01×). It
+// stays a rung, not the stage's kernel, until the stage's default path (the ring's included) has
+// run with it.
 #pragma once
 
 #include "10_hopper_backward/ladder/v13_heavy_first.cuh"
