@@ -9,11 +9,11 @@
 # (gains of a few percent are inside the spread between processes, which alternation averages out).
 # Logs and results go to OUT; one line per step says how it ended; the exit status counts the failures.
 #   steps/10_hopper_backward/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|tests|sanitize|time|profile]
-#   steps/10_hopper_backward/lab/run_on_gpu.sh OUT BUILD_DIR ab [VARIANT_A (heavy_first)] [VARIANT_B (deterministic)]
+#   steps/10_hopper_backward/lab/run_on_gpu.sh OUT BUILD_DIR ab [VARIANT_A (heavy_first)] [VARIANT_B (deterministic)] [LENGTHS (4k,16k)]
 # Build first: cmake --build BUILD_DIR --target step10_hopper_backward test_step10
 set -uo pipefail
 out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|tests|sanitize|time|profile|ab]} build=${2:-build} what=${3:-all}
-variant_a=${4:-heavy_first} variant_b=${5:-deterministic}
+variant_a=${4:-heavy_first} variant_b=${5:-deterministic} ab_lengths=${6:-4k,16k}
 exe=$build/steps/10_hopper_backward/step10_hopper_backward
 mkdir -p "$out/logs"
 failures=0
@@ -73,7 +73,7 @@ if [ "$what" = profile ]; then
     done
   done
 fi
-# Two variants, A B B A, each file one variant at one head dim and mask, N = 4k and 16k, not verified
+# Two variants, A B B A, each file one variant at one head dim and mask, N = 4k and 16k (or LENGTHS), not verified
 # (the tests and `time` verify): compare each shape's TFLOP/s as the mean of its two rounds.
 if [ "$what" = ab ]; then
   for d in 64 128; do
@@ -81,7 +81,7 @@ if [ "$what" = ab ]; then
       for v in "$variant_a" "$variant_b" "$variant_b" "$variant_a"; do
         n=1
         [ -e "$out/ab_${v}_d$d${causal:+_causal}_1.json" ] && n=2
-        run ab_${v}_d$d${causal:+_causal}_$n "$exe" --paper-shapes --dim $d --sweep 4k,16k $causal --variant "$v" \
+        run ab_${v}_d$d${causal:+_causal}_$n "$exe" --paper-shapes --dim $d --sweep "$ab_lengths" $causal --variant "$v" \
             --no-verify --reps 20 --json "$out/ab_${v}_d$d${causal:+_causal}_$n.json"
       done
     done
