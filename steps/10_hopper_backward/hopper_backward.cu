@@ -46,6 +46,7 @@
 #include "fa/cuda/backward/frame.cuh"
 #include "fa/cuda/check.cuh"
 #include "fa/cuda/nvtx.cuh"
+#include "fa/cuda/resident_blocks.cuh"
 #include "fa/cuda/shared_memory.cuh"
 
 namespace fa::step10 {
@@ -87,23 +88,17 @@ template <int D>
 using V14Config = TilesOf80Config<D>;  // and rung 14's: only the last wave's blocks change
 
 // Rung 14's plan (tail_split.hpp): blocks resident at once, the device's SMs times the kernel's
-// blocks per SM, unless a test sets a smaller count to split its small shapes.
+// blocks per SM (fa::resident_blocks, asked once), unless a test sets a smaller count to split its
+// small shapes.
 int g_tail_slots_for_testing = 0;
 // A piece's cost beyond its share of the steps, in steps (its loads of K and V, its dK and dV by
 // atomics): the model's one number, an estimate.
 constexpr double kPieceCostSteps = 1.0;
 
 template <class C, auto kKernel>
-long long resident_blocks() {
+long long tail_slots() {
   if (g_tail_slots_for_testing > 0) return g_tail_slots_for_testing;
-  static const long long slots = [] {  // asked once: the timed backward should not pay for it
-    int device = 0, sms = 0, per_sm = 0;
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, C::kThreads, C::kSmemBytes));
-    return static_cast<long long>(sms) * std::max(per_sm, 1);
-  }();
-  return slots;
+  return resident_blocks<kKernel, C::kThreads, C::kSmemBytes>();
 }
 
 // One launch of a rung's kernel (kKernel, instantiated at T and C) with its tensor maps (Maps:
@@ -132,7 +127,7 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
   if constexpr (kSplitTail) {
     if (!p.causal) {
       const int walk = static_cast<int>((p.seq_q + C::kBr - 1) / C::kBr * (p.heads / p.kv_heads()));
-      split = plan_tail_split(static_cast<long long>(key_tiles) * kv_heads, resident_blocks<C, kKernel>(), walk,
+      split = plan_tail_split(static_cast<long long>(key_tiles) * kv_heads, tail_slots<C, kKernel>(), walk,
                               kPieceCostSteps);
       if ((split_blocks(split) + key_tiles - 1) / key_tiles > 65535) split = TailSplit{};  // the grid's rows
     }
@@ -164,8 +159,9 @@ void launch_config(const Problem& p, const bwd::BackwardArgs<T>& args, DeviceCon
       if constexpr (kSplitTail) {
         if (split.split_tiles > 0) {  // the split tiles' dK and dV, from their float32 sums
           FA_CUDA_CHECK_LAUNCH();
-          finish_split_tiles_kernel<T, C::kBc, D><<<264, 256, 0, ctx.stream>>>(split, args.dk, args.dv, key_tiles,
-                                                                                static_cast<int>(p.seq_k), args.scale);
+          const auto blocks = static_cast<unsigned>((split.split_tiles * C::kBc * D + 255) / 256);  // an element each
+          finish_split_tiles_kernel<T, C::kBc, D><<<blocks, 256, 0, ctx.stream>>>(split, args.dk, args.dv, key_tiles,
+                                                                                   static_cast<int>(p.seq_k), args.scale);
         }
       }
     } else {
