@@ -1,6 +1,6 @@
 // Stage 10 — the host side: the problem's checks, the tile shape of each head dim, the tensor maps
-// and the launch of a rung's key-tile kernel (ladder/; the stage's is the top one), inside the
-// backward's frame.
+// and the launch of a rung's key-tile kernel (ladder/; the stage's is kStageRung, rung 13), inside
+// the backward's frame.
 //
 // What changed from stage 08 (steps/08_tensor_core_backward/tensor_core_backward.cu): the key-tile
 // kernel is a wgmma kernel built for sm_90a, given tensor maps built on the host at every launch
