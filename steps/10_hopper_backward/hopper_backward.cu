@@ -1,5 +1,5 @@
 // Stage 10 — the host side: the problem's checks, the tile shape of each head dim, the tensor maps
-// and the launch of a rung's key-tile kernel (ladder/; the stage's is kStageRung, rung 13), inside
+// and the launch of a rung's key-tile kernel (ladder/; the stage's is kStageRung, rung 14), inside
 // the backward's frame.
 //
 // What changed from stage 08 (steps/08_tensor_core_backward/tensor_core_backward.cu): the key-tile
@@ -55,9 +55,9 @@ namespace {
 
 // Rungs 1 to 5: two warpgroups of 64 keys (Bc = 128) at both head dims, query tiles of 64: at
 // D = 128 that is 64 KiB of K and V, 64 KiB of Q and dO (two buffers), 16 KiB of dS, one block per
-// SM (and from rung 3 on 64 KiB of dQ's buffers). The stage's kernel is rung 13 (rung 12's query
-// tiles of 80 at D = 128, rung 10's of 128 at D = 64, the longest blocks first under the mask;
-// rung 11 measured slower).
+// SM (and from rung 3 on 64 KiB of dQ's buffers). The stage's kernel is rung 14 (rung 12's query
+// tiles of 80 at D = 128, rung 10's of 128 at D = 64, the longest blocks first under the mask, the
+// last wave's key tiles split without it; rung 11 measured slower).
 template <int D>
 using V1Config = WgmmaBackwardConfig<D, 2>;
 template <int D>

@@ -38,8 +38,8 @@ void attention_backward(const Problem& p, const AttentionInputs& in, ConstTensor
 // two warpgroups at D = 64 (rung 6 at D = 128); rung 9, rung 8 with one MUFU.EX2 per exponential;
 // rung 10, rung 9 with dQ's products issued before dK's; rung 11, rung 10 with dV's products
 // issued before dS is computed; rung 12, rung 10 with query tiles of 80 and dQ computed
-// transposed at D = 128 (rung 10 at D = 64); rung 13, the stage's kernel, rung 12 with the blocks
-// that see the most queries started first under the causal mask (block_order.hpp); rung 14, rung 13
+// transposed at D = 128 (rung 10 at D = 64); rung 13, rung 12 with the blocks that see the most
+// queries started first under the causal mask (block_order.hpp); rung 14, the stage's kernel, rung 13
 // with the last wave's key tiles split into pieces without the mask (tail_split.hpp).
 // deterministic: rung 13's kernel with dQ's additions in a fixed order (dq_turns.hpp) and the
 // blocks in index order: bitwise the same dQ on every run; extra device memory, one int per query
@@ -48,7 +48,7 @@ enum class Rung { wgmma, rows_in_shared, dq_by_tma, deterministic, own_dq, ds_by
                   group_barrier, wide_query_tiles, fast_exp, dq_before_dk, dv_early, tiles_of_80,
                   heavy_first, split_tail };
 // The rung attention_backward runs at D = 64 and 128.
-inline constexpr Rung kStageRung = Rung::heavy_first;
+inline constexpr Rung kStageRung = Rung::split_tail;
 void attention_backward_rung(Rung rung, const Problem& p, const AttentionInputs& in, ConstTensorView o,
                              ConstTensorView lse, ConstTensorView d_o, const AttentionGradients& grads,
                              DeviceContext& ctx);

@@ -4,7 +4,7 @@
 // rows, with the tolerance that 16-bit rounding allows: fa/backward.hpp) and charts memory and time.
 // Needs a GPU of compute capability 9.0 (the build is sm_90a): elsewhere it prints why and exits 77.
 //
-// What changed from stage 08's main: the variants are the ladder's rungs (ladder/; rung 12,
+// What changed from stage 08's main: the variants are the ladder's rungs (ladder/; rung 14,
 // kStageRung, is the stage's kernel), the comparison is stage 08, and the forward is stage 09's.
 //
 //   build/steps/10_hopper_backward/step10_hopper_backward                 the default sweep, bf16
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   fa::StageDefinition def;
   def.id = "10";
   def.pass = fa::Pass::backward;
-  // The ladder's rungs in order, each launched the stage's way; kStageRung (rung 13) is the stage's kernel.
+  // The ladder's rungs in order, each launched the stage's way; kStageRung (rung 14) is the stage's kernel.
   const auto rung = [](fa::step10::Rung r) {
     return [r](const fa::Problem& p, const fa::AttentionInputs& in, fa::ConstTensorView o, fa::ConstTensorView lse,
                fa::ConstTensorView d_o, const fa::AttentionGradients& g, fa::DeviceContext& ctx) {

@@ -49,7 +49,7 @@ template <class T, class C>
 inline constexpr auto backward_heavy_first_kernel =
     backward_dq_tma_kernel<T, C, HeavyFirstOptions<TilesOf80OptionsFor<C>>>;
 
-// The deterministic variant: the stage's kernel with dQ's additions in a fixed order (the switch
+// The deterministic variant: rung 13's kernel with dQ's additions in a fixed order (the switch
 // `ordered`, dq_turns.hpp), its blocks in the order its turns need (each head's key tiles in turn,
 // with the mask from the last) instead of heavy first.
 template <class Base>

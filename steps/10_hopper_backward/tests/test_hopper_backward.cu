@@ -174,7 +174,7 @@ TEST_CASE("grouped heads against float64: dK, dV summed over each group (G = 2, 
   CHECK(cases == 3 * 2 * 2 * 2);
 }
 
-TEST_CASE("heavy first (the stage's kernel) over several groups of heads: every key tile of every head, causal") {
+TEST_CASE("the stage's kernel (heavy first under the mask) over several groups of heads: every key tile, causal") {
   fa::step09::exit_skipped_unless_hopper();
   // B · Hkv = 10 and 9 K/V heads: groups of four, four and a last one of two or one; grouped heads
   // (G = 2) and not; Nq != Nk both ways; the same problems with index order (rung 12) beside.
@@ -186,7 +186,7 @@ TEST_CASE("heavy first (the stage's kernel) over several groups of heads: every 
         fa::Problem p = problem16(nq, nk, d, true, hkv == 5 ? 2 : 1, hq, type);
         p.heads_kv = hkv;
         const fa::AttentionData data = inputs(p, 900 + cases);
-        check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), "rung 13 " + p.describe());
+        check_verification(fa::verify_backward(p, data, run(p, data).out, true, 0, 1), "stage " + p.describe());
         const fa::GpuRun r =
             fa::run_once(p, data, fa::step10::attention_forward, rung_backward(fa::step10::Rung::tiles_of_80));
         check_verification(fa::verify_backward(p, data, r.out, true, 0, 1), "rung 12 " + p.describe());
@@ -357,7 +357,7 @@ TEST_CASE("stage 10 refuses what it does not run, with one line") {
   for (const Rung rung : {Rung::wgmma, Rung::rows_in_shared, Rung::dq_by_tma, Rung::own_dq, Rung::ds_by_stmatrix,
                           Rung::three_groups, Rung::group_barrier, Rung::wide_query_tiles, Rung::fast_exp,
                           Rung::dq_before_dk, Rung::dv_early, Rung::tiles_of_80, Rung::heavy_first,
-                          Rung::deterministic})
+                          Rung::split_tail, Rung::deterministic})
     if (rung != fa::step10::kStageRung)
       CHECK_THROWS_AS(fa::run_once(p256, inputs(p256, 1), none, rung_backward(rung)), fa::UsageError);
   fa::Problem grouped = problem16(8, 8, 64, false, 1, 2);
