@@ -18,6 +18,8 @@ The convention: a measured figure in a chapter is followed, on the same line, by
                When A and B match several rows, rows are paired on their shape (pass, batch,
                heads, seq_q, seq_k, dim, causal) and agg= picks one ratio.
   agg=min|max|sum  several matching rows (or pairs) reduce to one value
+  agg=sums     a ratio whose terms each sum their rows, unpaired: the ratio of the means of as many
+               rounds (A B B A runs, one file per round)
   unit=U       KiB MiB GiB KB MB GB (from bytes), s (from ms), GFLOP/s (from TFLOP/s)
   scale=X      multiply by X;  as=pct: multiply by 100 (print it with %);
                as=gain: a ratio r as the gain (r − 1)·100 %
@@ -135,8 +137,10 @@ def parse_spec(text):
             raise SpecError("a term has no field=")
     if len(terms) == 2 and terms[1]["file"] is None:
         terms[1]["file"] = terms[0]["file"]
-    if options.get("agg", "min") not in ("min", "max", "sum"):
-        raise SpecError("agg must be min, max or sum")
+    if options.get("agg", "min") not in ("min", "max", "sum", "sums"):
+        raise SpecError("agg must be min, max, sum or sums")
+    if options.get("agg") == "sums" and len(terms) != 2:
+        raise SpecError("agg=sums is for a ratio of two terms")
     if "unit" in options and options["unit"] not in UNITS:
         raise SpecError("unknown unit %s (known: %s)" % (options["unit"], " ".join(UNITS)))
     return terms, options
@@ -174,7 +178,11 @@ def evaluate(docs, spec, cache):
         value = reduce([v for _, v in a], options, "rows")
     else:
         b = term_rows(docs, terms[1], cache)
-        if len(a) == 1 and len(b) == 1:
+        if options.get("agg") == "sums":  # unpaired: sum over sum
+            if len(a) != len(b):
+                raise SpecError("agg=sums: %d rows over %d rows, not as many" % (len(a), len(b)))
+            pairs = [(sum(v for _, v in a), sum(v for _, v in b))]
+        elif len(a) == 1 and len(b) == 1:
             pairs = [(a[0][1], b[0][1])]
         else:
             by_shape = {}
@@ -301,6 +309,9 @@ def self_test():
             ("2.0 ms<!-- fig: x.json variant=a field=median_ms -->", 1),
             ("2.0 ms<!-- fig: x.json variant=c field=median_ms -->", 1),
             ("400 %<!-- fig: x.json variant=a seq_q=1024 field=median_ms / variant=b seq_q=1024 field=median_ms as=pct -->", 0),
+            ("4.0×<!-- fig: x.json variant=a field=median_ms / variant=b field=median_ms agg=sums -->", 0),
+            ("3.0×<!-- fig: x.json variant=a field=median_ms / variant=b field=median_ms agg=sums -->", 1),
+            ("8.5×<!-- fig: x.json variant=a field=median_ms / variant=b seq_q=1024 field=median_ms agg=sums -->", 1),
         ]
         failed = 0
         for text, want in cases:

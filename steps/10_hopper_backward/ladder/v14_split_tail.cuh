@@ -24,9 +24,10 @@
 // Measured (one H100, bf16, the paper shapes at N = 4k and 16k, two alternating rounds against
 // rung 13 from one build, docs/results/step10_rung14_h100/): without the mask 1.022 and 1.026× at
 // D = 64, 1.006× (4k) and 1.025× (16k) at D = 128, the means of the rounds: inside the prediction
-// at D = 64 and at 16k, below it at D = 128, 4k. With the mask the same kernel (0.99-1.01×). It
-// stays a rung, not the stage's kernel, until the stage's default path (the ring's included) has
-// run with it.
+// at D = 64 and at 16k, below it at D = 128, 4k. With the mask the same work (0.99-1.01×). The
+// stage's kernel since its default path (the ring's tests included) ran with it: four more rounds
+// at 4k, 8k and 16k (docs/results/step10_stage14_h100/), 1.01-1.03× rung 13 without the mask as
+// the mean of the rounds at each shape, 0.97-1.00× with it (D = 128, 16k swings between processes).
 #pragma once
 
 #include "10_hopper_backward/ladder/v13_heavy_first.cuh"
