@@ -63,10 +63,10 @@ if [ "$what" = profile ]; then
     for kernel in backward_dq_tma_kernel backward_tc_kernel; do
       name=${kernel}_d$d
       # shellcheck disable=SC2086  # the sections are separate words
-      # --variant three_groups: the stage's kernel is the first launch of backward_dq_tma_kernel.
+      # --variant split_tail: the stage's kernel (rung 14) is the first launch of backward_dq_tma_kernel.
       run ncu_$name ncu --clock-control none -k "regex:$kernel" --launch-count 1 $sections --import-source no \
           -o "$out/$name" -f "$exe" --paper-shapes --dim $d --sweep 4k --reps 1 --warmup 0 --no-verify \
-          --variant three_groups
+          --variant split_tail
       ncu -i "$out/$name.ncu-rep" --print-details all >"$out/$name.txt" 2>&1
       ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass >"$out/$name.sass.csv" 2>/dev/null
       python3 "$(dirname "$0")/top_stalls.py" "$out/$name.sass.csv" >"$out/$name.top_stalls.txt"
