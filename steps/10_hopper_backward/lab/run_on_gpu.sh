@@ -6,13 +6,16 @@
 # and not, one results file each; and (profile, not in all) Nsight Compute on the stage's key-tile
 # kernel and stage 08's at N = 4k: the sections and the SASS lines where the warps' stall samples
 # fall; and (ab, not in all) two variants timed in alternating rounds, A B B A, at the paper shapes
-# (gains of a few percent are inside the spread between processes, which alternation averages out).
+# (gains of a few percent are inside the spread between processes, which alternation averages out);
+# and (power, not in all) the same two variants at D = 128, 16k, causal, timed 5, 20, 50 and 200 times,
+# with nvidia-smi's clock, power and throttle reasons sampled beside them.
 # Logs and results go to OUT; one line per step says how it ended; the exit status counts the failures.
 #   steps/10_hopper_backward/lab/run_on_gpu.sh OUT [BUILD_DIR (default build)] [all|tests|sanitize|time|profile]
 #   steps/10_hopper_backward/lab/run_on_gpu.sh OUT BUILD_DIR ab [VARIANT_A (heavy_first)] [VARIANT_B (deterministic)] [LENGTHS (4k,16k)]
+#   steps/10_hopper_backward/lab/run_on_gpu.sh OUT BUILD_DIR power [VARIANT_A] [VARIANT_B]
 # Build first: cmake --build BUILD_DIR --target step10_hopper_backward test_step10
 set -uo pipefail
-out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|tests|sanitize|time|profile|ab]} build=${2:-build} what=${3:-all}
+out=${1:?usage: run_on_gpu.sh OUT [BUILD_DIR] [all|tests|sanitize|time|profile|ab|power]} build=${2:-build} what=${3:-all}
 variant_a=${4:-heavy_first} variant_b=${5:-deterministic} ab_lengths=${6:-4k,16k}
 exe=$build/steps/10_hopper_backward/step10_hopper_backward
 mkdir -p "$out/logs"
@@ -86,6 +89,23 @@ if [ "$what" = ab ]; then
       done
     done
   done
+fi
+# The board's power budget: a kernel that draws all of it runs its first repetitions at the full clock
+# and the later ones slower, so its median falls as the timed runs grow (power_table.py).
+if [ "$what" = power ]; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active --format=csv,noheader \
+      -lms 100 >"$out/power_smi.csv" 2>&1 &
+  smi=$!
+  for round in 1 2 3; do
+    for reps in 5 20 50 200; do
+      for v in "$variant_a" "$variant_b"; do
+        run power_${v}_r${reps}_$round "$exe" --paper-shapes --dim 128 --sweep 16k --causal --variant "$v" \
+            --no-verify --reps $reps --json "$out/power_${v}_r${reps}_$round.json"
+      done
+    done
+  done
+  kill $smi
+  python3 "$(dirname "$0")/power_table.py" "$out" | tee "$out/power_table.md"
 fi
 echo "$failures step(s) failed"
 exit $((failures > 0))
