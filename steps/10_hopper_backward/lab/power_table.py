@@ -40,7 +40,7 @@ def main() -> int:
                     fastest[(row["variant"], reps)].append(row["flops"] / (row["min_ms"] * 1e-3) / 1e12)
     print("| variant | timed runs | median TFLOP/s, each round | fastest run's TFLOP/s |")
     print("|---|---|---|---|")
-    for variant, reps in sorted(median, key=lambda k: (k[0], k[1])):
+    for variant, reps in sorted(median):
         cells = [" / ".join(f"{x:.1f}" for x in v[(variant, reps)]) for v in (median, fastest)]
         print(f"| {variant} | {reps} | {cells[0]} | {cells[1]} |")
     smi = os.path.join(out, "power_smi.csv")

@@ -27,7 +27,8 @@
 // at D = 64 and at 16k, below it at D = 128, 4k. With the mask the same work (0.99-1.01×). The
 // stage's kernel since its default path (the ring's tests included) ran with it: four more rounds
 // at 4k, 8k and 16k (docs/results/step10_stage14_h100/), 1.01-1.03× rung 13 without the mask as
-// the mean of the rounds at each shape, 0.97-1.00× with it (D = 128, 16k swings between processes).
+// the mean of the rounds at each shape, 0.97-1.00× with it (at D = 128, 16k the board's power cap
+// sets the clock, both rungs alike: docs/results/step10_power_h100/).
 #pragma once
 
 #include "10_hopper_backward/ladder/v13_heavy_first.cuh"
